@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Install everything grebe needs on a fresh Debian/Ubuntu machine: system packages for
+# media and models, then a virtualenv at .venv with grebe and its dev tools.
+# Idempotent and quick on a rerun (apt and uv skip what is already there).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(ffmpeg tesseract-ocr tesseract-ocr-eng espeak-ng locales sox)
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "==> apt: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+# hatesonar's tokenizer needs a UTF-8 locale.
+if ! locale -a 2>/dev/null | grep -qi '^en_US.utf8$'; then
+  echo "==> generating en_US.UTF-8 locale"
+  $SUDO sed -i 's/^# *en_US.UTF-8 UTF-8/en_US.UTF-8 UTF-8/' /etc/locale.gen
+  $SUDO locale-gen >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if ! command -v uv >/dev/null 2>&1; then
+  echo "==> installing uv"
+  "$PY" -m pip install -q --user uv 2>/dev/null || "$PY" -m pip install -q uv
+  export PATH="$HOME/.local/bin:$PATH"
+fi
+[ -x .venv/bin/python ] || uv venv -q -p "$PY" .venv
+echo "==> python packages (cached by uv under ~/.cache/uv)"
+VIRTUAL_ENV="$PWD/.venv" uv pip install -q -e '.[dev]'
+echo "==> installed: $(.venv/bin/grebe --version 2>/dev/null || echo grebe)"

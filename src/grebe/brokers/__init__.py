@@ -1,0 +1,1 @@
+"""Brokers, one module per real system: local (embedded durable log), kafka, rabbitmq."""

@@ -1,0 +1,55 @@
+"""Encoding and decoding of stream messages, in one place so every broker agrees."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from grebe.errors import DecodeError
+from grebe.types import Annotation, DeadLetter, Envelope, Post, TaskPayload, TaskResult
+
+_encoder = msgspec.json.Encoder()
+_envelope_decoder = msgspec.json.Decoder(Envelope)
+_post_decoder = msgspec.json.Decoder(Post)
+_payload_decoder = msgspec.json.Decoder(TaskPayload)
+_annotation_decoder = msgspec.json.Decoder(Annotation)
+_dead_letter_decoder = msgspec.json.Decoder(DeadLetter)
+_result_decoder = msgspec.json.Decoder(TaskResult)
+
+
+def encode(obj: Any) -> bytes:
+    return _encoder.encode(obj)
+
+
+def decode_envelope(raw: bytes) -> Envelope:
+    """Decode a stream message: an Envelope `{"post": {...}}` or a bare Post object.
+
+    Raises DecodeError with a reason fit for a dead letter."""
+    try:
+        return _envelope_decoder.decode(raw)
+    except msgspec.ValidationError as envelope_error:
+        try:
+            return Envelope(post=_post_decoder.decode(raw))
+        except msgspec.DecodeError as post_error:
+            # Report the error of the shape the sender most likely meant.
+            meant = envelope_error if b'"post"' in raw else post_error
+            raise DecodeError(f"schema: {meant}") from meant
+    except msgspec.DecodeError as exc:
+        raise DecodeError(f"malformed: {exc}") from exc
+
+
+def decode_payload(raw: bytes) -> TaskPayload:
+    return _payload_decoder.decode(raw)
+
+
+def decode_annotation(raw: bytes) -> Annotation:
+    return _annotation_decoder.decode(raw)
+
+
+def decode_dead_letter(raw: bytes) -> DeadLetter:
+    return _dead_letter_decoder.decode(raw)
+
+
+def decode_result(raw: bytes) -> TaskResult:
+    return _result_decoder.decode(raw)

@@ -1,0 +1,185 @@
+"""The one typed configuration: a YAML file, overridden by GREBE_* environment variables.
+
+`GREBE_DISPATCHER__MAX_IN_FLIGHT=64` overrides `dispatcher.max_in_flight`. Streams and
+their eligibilities are data here, not classes. Every section has working defaults for
+one laptop with no servers (local broker, sqlite store, local models).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from grebe import constants as C
+from grebe.errors import ConfigError
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StreamConfig(Section):
+    """One input stream: where it comes from and which plans its posts are eligible for."""
+
+    name: str
+    broker: Literal["local", "kafka", "rabbitmq"] = "local"
+    topic: str = C.DEFAULT_INPUT_TOPIC
+    eligibilities: list[str] = Field(default_factory=list)
+    weight: float = Field(default=1.0, gt=0)
+    max_qps: float | None = Field(default=None, gt=0)
+    deadline_s: float | None = Field(default=None, gt=0)  # per-payload processing deadline
+    group: str = C.DEFAULT_CONSUMER_GROUP
+
+
+class DispatcherConfig(Section):
+    max_in_flight: int = Field(default=C.DEFAULT_MAX_IN_FLIGHT, ge=1)
+    max_attempts: int = Field(default=C.DEFAULT_MAX_ATTEMPTS, ge=1)
+    backoff_base_s: float = Field(default=C.DEFAULT_BACKOFF_BASE_S, ge=0)
+    backoff_max_s: float = Field(default=C.DEFAULT_BACKOFF_MAX_S, ge=0)
+    poll_batch: int = Field(default=C.DEFAULT_POLL_BATCH, ge=1)
+    dead_letter_topic: str = C.DEFAULT_DEAD_LETTER_TOPIC
+
+
+class EngineConfig(Section):
+    processes: int = Field(default=C.DEFAULT_ENGINE_PROCESSES, ge=1)
+    concurrency: int = Field(default=C.DEFAULT_ENGINE_CONCURRENCY, ge=1)
+    task_timeout_s: float = Field(default=C.DEFAULT_TASK_TIMEOUT_S, gt=0)
+    drain_window_s: float = Field(default=C.DEFAULT_DRAIN_WINDOW_S, ge=0)
+
+
+class LocalBrokerConfig(Section):
+    path: Path | None = None  # default: <data_dir>/log.db
+
+
+class KafkaConfig(Section):
+    bootstrap_servers: str = "127.0.0.1:9092"
+    client_id: str = "grebe"
+    fetch_max_records: int = Field(default=500, ge=1)
+    session_timeout_ms: int = Field(default=30_000, ge=1000)
+    revoke_grace_s: float = Field(default=5.0, ge=0)
+
+
+class RabbitMQConfig(Section):
+    url: str = "amqp://guest:guest@127.0.0.1:5672/"
+    prefetch: int = Field(default=2, ge=1)
+    max_priority: int = Field(default=3, ge=0, le=255)
+
+
+class RedisConfig(Section):
+    url: str = "redis://127.0.0.1:6379/0"
+
+
+class StoreConfig(Section):
+    backend: Literal["sqlite", "postgres", "redis", "memory"] = "sqlite"
+    sqlite_path: Path | None = None  # default: <data_dir>/annotations.db
+    postgres_dsn: str = "postgresql://grebe:grebe@127.0.0.1:5432/grebe"
+
+
+class OutputConfig(Section):
+    """Where results are published besides the annotation store."""
+
+    broker: Literal["local", "kafka", "none"] = "local"
+    topic: str = C.DEFAULT_OUTPUT_TOPIC
+
+
+class RateLimitConfig(Section):
+    """Where QPS budgets are counted: in process, or in Redis so replicas share them."""
+
+    storage: Literal["memory", "redis"] = "memory"
+
+
+class MetricsConfig(Section):
+    enabled: bool = True
+    port: int = Field(default=C.DEFAULT_METRICS_PORT, ge=0, le=65535)  # 0: pick a free port
+
+
+class GrebeConfig(BaseSettings):
+    """The whole configuration. Areas not yet configured here keep free-form sections
+    (`plans`, `inference`, `media`, `thunder`, `feed`) that their packages validate."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=C.ENV_PREFIX, env_nested_delimiter="__", extra="forbid"
+    )
+
+    data_dir: Path = C.DEFAULT_DATA_DIR
+    streams: list[StreamConfig] = Field(
+        default_factory=lambda: [
+            StreamConfig(name="posts", eligibilities=["noop"]),
+        ]
+    )
+    dispatcher: DispatcherConfig = DispatcherConfig()
+    engine: EngineConfig = EngineConfig()
+    local: LocalBrokerConfig = LocalBrokerConfig()
+    kafka: KafkaConfig = KafkaConfig()
+    rabbitmq: RabbitMQConfig = RabbitMQConfig()
+    redis: RedisConfig = RedisConfig()
+    store: StoreConfig = StoreConfig()
+    output: OutputConfig = OutputConfig()
+    rate_limits: RateLimitConfig = RateLimitConfig()
+    metrics: MetricsConfig = MetricsConfig()
+    plans: dict[str, Any] = Field(default_factory=dict)
+    inference: dict[str, Any] = Field(default_factory=dict)
+    media: dict[str, Any] = Field(default_factory=dict)
+    thunder: dict[str, Any] = Field(default_factory=dict)
+    feed: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _unique_stream_names(self) -> GrebeConfig:
+        names = [s.name for s in self.streams]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"stream names must be unique; repeated: {', '.join(duplicates)}")
+        return self
+
+    @property
+    def log_path(self) -> Path:
+        return self.local.path or self.data_dir / C.DEFAULT_LOG_DB
+
+    @property
+    def sqlite_path(self) -> Path:
+        return self.store.sqlite_path or self.data_dir / C.DEFAULT_STORE_DB
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Environment beats the file (the file arrives as init kwargs).
+        return (env_settings, init_settings)
+
+
+def load_config(path: Path | str | None = None, **overrides: Any) -> GrebeConfig:
+    """Load the YAML file at `path` (or $GREBE_CONFIG), apply environment overrides.
+
+    Raises ConfigError naming every invalid field."""
+    import os
+
+    raw: dict[str, Any] = {}
+    path = path or os.environ.get(C.CONFIG_ENV_VAR)
+    if path:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text()) or {}
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {path} must hold a mapping at the top level")
+        raw.update(loaded)
+    raw.update(overrides)
+    try:
+        return GrebeConfig(**raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise ConfigError(f"invalid configuration ({path or 'defaults'}): {problems}") from exc

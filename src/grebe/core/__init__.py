@@ -1,0 +1,1 @@
+"""The runtime: plans, plan master, dispatcher, engines, supervisor. Knows only types."""

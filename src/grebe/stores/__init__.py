@@ -1,0 +1,1 @@
+"""Annotation store adapters: sqlite (default), postgres, redis."""

@@ -1,0 +1,183 @@
+"""The vocabulary of grebe: posts, users, payloads, results and annotations.
+
+Everything here is a `msgspec.Struct`, so a message is validated and decoded from JSON
+in one pass (`grebe.codec`) and crosses process boundaries cheaply. This module imports
+nothing else from grebe.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from typing import Any, Literal
+
+import msgspec
+
+
+class Eligibility(enum.StrEnum):
+    """The eligibilities of the seed streams. Payloads carry plain strings, so a new
+    eligibility is a config change; these are the ones grebe ships plans for."""
+
+    SPAM_COMMENT = "spam_comment"
+    BANGER_INITIAL_SCREEN = "banger_initial_screen"
+    POST_EMBEDDING_WITH_SUMMARY = "post_embedding_with_summary"
+    POST_EMBEDDING_WITH_SUMMARY_FOR_REPLY = "post_embedding_with_summary_for_reply"
+    MM_EMB_V4 = "mm_emb_v4"
+    MM_EMB_V5 = "mm_emb_v5"
+    MM_EMB_V5_FOR_REPLY = "mm_emb_v5_for_reply"
+    REPLY_RANKING = "reply_ranking"
+    SAFETY_PTOS = "safety_ptos"
+    POST_SAFETY = "post_safety"
+
+
+class Media(msgspec.Struct, frozen=True, kw_only=True):
+    """One attached image or video. Sizes and durations are what the poster's client
+    reported; hydration re-checks them against the fetched bytes."""
+
+    kind: Literal["image", "video"]
+    url: str
+    size_bytes: int | None = None
+    width: int | None = None
+    height: int | None = None
+    duration_s: float | None = None
+    view_count: int = 0
+
+
+class Post(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    author_id: str
+    text: str = ""
+    lang: str | None = None
+    created_at: float = 0.0  # epoch seconds
+    reply_to_post_id: str | None = None
+    quote_of_post_id: str | None = None
+    retweet_of_post_id: str | None = None
+    conversation_id: str | None = None
+    media: tuple[Media, ...] = ()
+    like_count: int = 0
+    reply_count: int = 0
+    repost_count: int = 0
+    view_count: int = 0
+
+    @property
+    def is_reply(self) -> bool:
+        return self.reply_to_post_id is not None
+
+    @property
+    def is_retweet(self) -> bool:
+        return self.retweet_of_post_id is not None
+
+    @property
+    def images(self) -> tuple[Media, ...]:
+        return tuple(m for m in self.media if m.kind == "image")
+
+    @property
+    def videos(self) -> tuple[Media, ...]:
+        return tuple(m for m in self.media if m.kind == "video")
+
+
+UserTier = Literal["free", "trial", "hobby", "creator", "paid", "viral"]
+
+
+class User(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    handle: str = ""
+    tier: UserTier = "free"
+    follower_count: int = 0
+    following_count: int = 0
+    verified: bool = False
+    created_at: float = 0.0
+
+
+class UserContext(msgspec.Struct, frozen=True, kw_only=True):
+    """What a plan may need beyond the post itself: the author, the post replied to
+    (reply ranking scores a reply against it) and free-form extras from the producer."""
+
+    author: User | None = None
+    parent: Post | None = None
+    extra: dict[str, Any] = {}
+
+
+class Envelope(msgspec.Struct, frozen=True, kw_only=True):
+    """What a stream message holds: a post and, optionally, its author and context.
+
+    `grebe.codec.decode_envelope` also accepts a bare Post object."""
+
+    post: Post
+    user: User | None = None
+    context: UserContext | None = None
+
+
+class TaskPayload(msgspec.Struct, frozen=True, kw_only=True):
+    """One unit of work: a post plus the eligibilities of the stream it came from."""
+
+    payload_id: str
+    post: Post
+    user: User | None = None
+    context: UserContext = UserContext()
+    eligibilities: frozenset[str] = frozenset()
+    attempt: int = 1
+    deadline: float | None = None  # epoch seconds; past it, plans skip
+    source: str = ""
+    enqueued_at: float = msgspec.field(default_factory=time.time)
+
+    def expired(self, now: float | None = None) -> bool:
+        return self.deadline is not None and (now or time.time()) > self.deadline
+
+
+class TaskStatus(enum.StrEnum):
+    SUCCESS = "success"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+
+
+class TaskResult(msgspec.Struct, kw_only=True):
+    """The merged outcome of every plan a payload was eligible for."""
+
+    payload_id: str
+    post_id: str
+    success: bool
+    plans: dict[str, TaskStatus] = {}
+    labels: list[str] = []
+    scores: dict[str, float] = {}
+    reasons: dict[str, str] = {}
+    embedding: list[float] | None = None
+    transcript: str | None = None
+    error: str | None = None
+    started_at: float = 0.0
+    finished_at: float = 0.0
+
+
+class Annotation(msgspec.Struct, kw_only=True):
+    """One producer's verdict on one post. Keyed by (post_id, producer, version), so
+    writing it again after a crash rewrites the same row."""
+
+    post_id: str
+    producer: str  # the plan (or model) that produced it
+    version: str
+    labels: list[str] = []
+    scores: dict[str, float] = {}
+    reasons: dict[str, str] = {}
+    embedding: list[float] | None = None
+    transcript: str | None = None
+    model_versions: dict[str, str] = {}
+    created_at: float = msgspec.field(default_factory=time.time)
+    updated_at: float = msgspec.field(default_factory=time.time)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.post_id, self.producer, self.version)
+
+
+class DeadLetter(msgspec.Struct, kw_only=True):
+    """A message grebe gave up on, with everything needed to understand and replay it."""
+
+    source: str
+    reason: str
+    attempts: int
+    last_error: str | None
+    original: bytes  # the message value exactly as received
+    partition: int = 0
+    offset: int = -1
+    key: bytes | None = None
+    dead_at: float = msgspec.field(default_factory=time.time)
