@@ -1,0 +1,93 @@
+"""The `media:` section of the grebe config, validated here (the top-level config keeps it
+free-form so this package owns its knobs). Every default lives in this one file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from grebe.errors import ConfigError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FetchConfig(_Section):
+    """Limits for fetching untrusted media URLs."""
+
+    max_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
+    timeout_s: float = Field(default=30.0, gt=0)  # total, all redirect hops included
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    max_redirects: int = Field(default=5, ge=0)
+    user_agent: str = "grebe-media/0.1"
+    # Local paths (and file:// URLs) are refused unless enabled, and then only under these roots.
+    allow_files: bool = False
+    file_roots: list[Path] = Field(default_factory=list)
+
+
+class ImageConfig(_Section):
+    max_pixels: int = Field(default=40_000_000, ge=1)  # decompression-bomb guard (header check)
+    view_max_side: int = Field(default=1024, ge=16)  # the decoded view models and OCR see
+    model_size: int = Field(default=224, ge=8)  # side of the square model input
+    max_tiles: int = Field(default=4, ge=1)
+
+
+class VideoConfig(_Section):
+    frames: int = Field(default=8, ge=1)  # evenly spaced frames sampled per video
+    frame_max_side: int = Field(default=512, ge=16)  # frames are scaled down to bound memory
+    max_duration_s: float = Field(default=3600.0, gt=0)
+    probe_timeout_s: float = Field(default=10.0, gt=0)
+    ffmpeg_timeout_s: float = Field(default=60.0, gt=0)
+    max_audio_s: float = Field(default=600.0, gt=0)  # audio beyond this is not transcribed
+
+
+class ASRConfig(_Section):
+    workers: int = Field(default=1, ge=1)  # worker processes, one model each
+    model_path: Path | None = None  # a CTranslate2 Whisper dir; default: packaged tiny.en
+    compute_type: str = "int8"
+    cpu_threads: int = Field(default=0, ge=0)  # per worker; 0: CTranslate2's default
+    beam_size: int = Field(default=1, ge=1)
+    language: str | None = None  # None: detect (multilingual models)
+    timeout_s: float = Field(default=120.0, gt=0)
+    cache_ttl_s: float = Field(default=3600.0, gt=0)
+    cache_size: int = Field(default=4096, ge=1)
+    drain_window_s: float = Field(default=20.0, ge=0)
+
+
+class DedupConfig(_Section):
+    hash: Literal["phash", "dhash"] = "phash"
+    max_distance: int = Field(default=10, ge=0, le=64)  # Hamming bits of a 64-bit hash
+
+
+class PipelineConfig(_Section):
+    download_workers: int = Field(default=4, ge=1)
+    decode_workers: int = Field(default=2, ge=1)
+    classify_workers: int = Field(default=2, ge=1)
+    dedup_workers: int = Field(default=1, ge=1)
+    ocr: bool = True
+    nsfw: bool = True
+    asr: bool = True
+
+
+class MediaConfig(_Section):
+    fetch: FetchConfig = FetchConfig()
+    image: ImageConfig = ImageConfig()
+    video: VideoConfig = VideoConfig()
+    asr: ASRConfig = ASRConfig()
+    dedup: DedupConfig = DedupConfig()
+    pipeline: PipelineConfig = PipelineConfig()
+
+    @classmethod
+    def from_section(cls, raw: dict[str, Any] | None) -> MediaConfig:
+        """Validate the free-form `media:` section of GrebeConfig; ConfigError on bad input."""
+        try:
+            return cls.model_validate(raw or {})
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"media.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+                for err in exc.errors()
+            )
+            raise ConfigError(f"invalid media configuration: {problems}") from exc

@@ -1,0 +1,388 @@
+"""The staged media pipeline: download -> decode -> classify -> dedup.
+
+Each stage has its own workers and a bounded queue in front of it (about twice its
+worker count), so a slow stage pushes back on the one before it instead of piling up
+work; `submit()` itself waits when the download queue is full. Stages hand each other
+file paths in a per-item temporary directory (the download, the upright RGB view of
+an image, the sampled video frames), never bytes, and the directory is removed when
+the item finishes, whatever happened to it. A fatal problem (unsafe URL, too large,
+corrupt file) ends the item with `error`; a failing model only adds a warning.
+
+`hydrate(post)` serves plans; `scan(urls)` serves the batch command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from PIL import Image
+
+from grebe.errors import GrebeError, MediaError
+from grebe.inference.base import OCR, ImageClassifier
+from grebe.media.asr import ASRErrorCode, ASRProcessor
+from grebe.media.config import MediaConfig
+from grebe.media.dedup import HashEntry, NearDuplicateIndex, perceptual_hash
+from grebe.media.fetch import FetchedMedia, MediaFetcher
+from grebe.media.image import decode_image
+from grebe.media.metrics import MediaMetrics, StageStats
+from grebe.media.video import probe, sample_frames
+from grebe.types import Post
+
+log = logging.getLogger(__name__)
+
+DOWNLOAD, DECODE, CLASSIFY, DEDUP = "download", "decode", "classify", "dedup"
+STAGES = (DOWNLOAD, DECODE, CLASSIFY, DEDUP)
+NSFW_LABEL = "nsfw"  # the score read from the injected ImageClassifier
+KIND_IMAGE, KIND_VIDEO, KIND_AUDIO = "image", "video", "audio"
+
+
+class DuplicateRef(msgspec.Struct, frozen=True, kw_only=True):
+    post_id: str
+    url: str
+    distance: int  # Hamming bits between the closest pair of hashes
+
+
+class ItemReport(msgspec.Struct, kw_only=True):
+    """Everything learnt about one media item of one post."""
+
+    post_id: str
+    url: str
+    kind: str | None = None  # sniffed: image | video | audio
+    content_type: str | None = None
+    size: int = 0
+    width: int = 0
+    height: int = 0
+    duration_s: float | None = None
+    frames: int = 0
+    nsfw: list[float] = []  # per image or sampled frame
+    ocr_text: str = ""
+    transcript: str = ""
+    transcript_language: str | None = None
+    transcript_error: str | None = None  # an ASRErrorCode value
+    duplicates: list[DuplicateRef] = []
+    error: str | None = None  # fatal: the item could not be processed
+    warnings: list[str] = []  # a model failed; the rest of the report stands
+    elapsed_s: float = 0.0
+
+
+class MediaReport(msgspec.Struct, kw_only=True):
+    """A post's media, item by item, plus the merged view plans consume (the same
+    fields as flows' MediaFacts, so adapting is one constructor call)."""
+
+    post_id: str
+    items: list[ItemReport] = []
+    nsfw_model: str = ""
+
+    @property
+    def nsfw(self) -> tuple[float, ...]:
+        return tuple(s for item in self.items for s in item.nsfw)
+
+    @property
+    def ocr_text(self) -> str:
+        return "\n".join(i.ocr_text for i in self.items if i.ocr_text)
+
+    @property
+    def transcript(self) -> str:
+        return "\n".join(i.transcript for i in self.items if i.transcript)
+
+    @property
+    def transcript_language(self) -> str | None:
+        return next((i.transcript_language for i in self.items if i.transcript_language), None)
+
+    @property
+    def errors(self) -> tuple[str, ...]:
+        return tuple(f"{i.url}: {e}" for i in self.items for e in [i.error, *i.warnings] if e)
+
+
+@dataclass(eq=False)
+class _Job:
+    report: ItemReport
+    future: asyncio.Future[ItemReport]
+    started: float = field(default_factory=time.monotonic)
+    workdir: Path | None = None
+    fetched: FetchedMedia | None = None
+    views: list[Path] = field(default_factory=list)  # image view or video frames
+    has_audio: bool = False
+
+
+class MediaPipeline:
+    """Bounded, staged media processing with per-stage stats.
+
+    Models are injected (any grebe.inference ImageClassifier / OCR, an ASRProcessor),
+    so tests use real or fake ones alike; a missing one just leaves its field empty.
+    start() starts them (idempotent); stopping them is left to their owner."""
+
+    def __init__(
+        self,
+        config: MediaConfig | None = None,
+        *,
+        fetcher: MediaFetcher | None = None,
+        nsfw: ImageClassifier | None = None,
+        ocr: OCR | None = None,
+        asr: ASRProcessor | None = None,
+        index: NearDuplicateIndex | None = None,
+        metrics: MediaMetrics | None = None,
+        work_root: Path | None = None,
+    ) -> None:
+        self.config = config or MediaConfig()
+        self.fetcher = fetcher or MediaFetcher(self.config.fetch)
+        p = self.config.pipeline
+        self.nsfw = nsfw if p.nsfw else None
+        self.ocr = ocr if p.ocr else None
+        self.asr = asr if p.asr else None
+        self.index = index or NearDuplicateIndex()
+        self._metrics = metrics
+        self._work_root = work_root
+        self._workers = {DOWNLOAD: p.download_workers, DECODE: p.decode_workers,
+                         CLASSIFY: p.classify_workers, DEDUP: p.dedup_workers}
+        self._stats = {stage: StageStats(workers=n) for stage, n in self._workers.items()}
+        self._queues: dict[str, asyncio.Queue[_Job]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._jobs: set[_Job] = set()
+        self._running = False
+
+    # --- lifecycle ---
+
+    async def start(self) -> None:
+        if self._running:
+            return
+        for service in (self.nsfw, self.ocr, self.asr):
+            start = getattr(service, "start", None)
+            if start is not None:
+                await start()
+        handlers: dict[str, Callable[[_Job], Awaitable[None]]] = {
+            DOWNLOAD: self._download, DECODE: self._decode,
+            CLASSIFY: self._classify, DEDUP: self._dedup,
+        }
+        self._queues = {s: asyncio.Queue(maxsize=2 * self._workers[s]) for s in STAGES}
+        for i, stage in enumerate(STAGES):
+            following = STAGES[i + 1] if i + 1 < len(STAGES) else None
+            for n in range(self._workers[stage]):
+                self._tasks.append(asyncio.create_task(
+                    self._run_stage(stage, handlers[stage], following), name=f"{stage}-{n}"))
+        self._running = True
+
+    async def stop(self, drain_window_s: float = 20.0) -> int:
+        """Stop intake, let items in flight finish within the window, then cancel the
+        stage workers. Returns how many items were abandoned (their callers get a
+        report with `error`, and their temporary files are removed)."""
+        self._running = False
+        pending = [job.future for job in self._jobs if not job.future.done()]
+        if pending and drain_window_s > 0:
+            await asyncio.wait(pending, timeout=drain_window_s)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        abandoned = [job for job in self._jobs if not job.future.done()]
+        for job in abandoned:
+            job.report.error = "pipeline stopped before the item finished"
+            await self._finish(job)
+        return len(abandoned)
+
+    # --- entry points ---
+
+    async def submit(self, post_id: str, url: str) -> ItemReport:
+        """Process one media URL of one post; waits for room in the download queue."""
+        if not self._running:
+            raise MediaError("the media pipeline is not running")
+        job = _Job(report=ItemReport(post_id=post_id, url=url),
+                   future=asyncio.get_running_loop().create_future())
+        self._jobs.add(job)
+        # Wait for room, unless stop() abandons the job first (then the put never lands).
+        put = asyncio.ensure_future(self._queues[DOWNLOAD].put(job))
+        await asyncio.wait((put, job.future), return_when=asyncio.FIRST_COMPLETED)
+        if not put.done():
+            put.cancel()
+        self._observe_depth(DOWNLOAD)
+        # Shielded: a caller giving up must not strand a job half-way with its files.
+        return await asyncio.shield(job.future)
+
+    async def hydrate(self, post: Post) -> MediaReport:
+        """Every media item of the post, processed concurrently."""
+        items = await asyncio.gather(*(self.submit(post.id, m.url) for m in post.media))
+        return MediaReport(post_id=post.id, items=list(items),
+                           nsfw_model=getattr(self.nsfw, "name", "") if self.nsfw else "")
+
+    async def scan(
+        self,
+        urls: Sequence[tuple[str, str]],
+        on_done: Callable[[ItemReport], None] | None = None,
+    ) -> list[ItemReport]:
+        """(post id, url) pairs -> reports in input order; `on_done` as each finishes."""
+
+        async def one(post_id: str, url: str) -> ItemReport:
+            report = await self.submit(post_id, url)
+            if on_done is not None:
+                on_done(report)
+            return report
+
+        return list(await asyncio.gather(*(one(p, u) for p, u in urls)))
+
+    def stats(self) -> dict[str, dict[str, float | int]]:
+        for stage, queue in self._queues.items():
+            self._stats[stage].queue_depth = queue.qsize()
+        return {stage: self._stats[stage].snapshot() for stage in STAGES}
+
+    # --- stage machinery ---
+
+    async def _run_stage(
+        self, stage: str, handler: Callable[[_Job], Awaitable[None]], following: str | None
+    ) -> None:
+        queue, stats = self._queues[stage], self._stats[stage]
+        while True:
+            job = await queue.get()
+            self._observe_depth(stage)
+            started = time.monotonic()
+            ok = True
+            try:
+                await handler(job)
+            except GrebeError as exc:
+                ok, job.report.error = False, str(exc)
+            except Exception as exc:  # a bug or a library surprise: the item fails, not us
+                log.exception("media %s stage failed on %s", stage, job.report.url)
+                ok, job.report.error = False, f"{stage} failed: {type(exc).__name__}: {exc}"
+            elapsed = time.monotonic() - started
+            stats.processed += 1
+            stats.errors += 0 if ok else 1
+            stats.busy_s += elapsed
+            stats.max_s = max(stats.max_s, elapsed)
+            if self._metrics is not None:
+                self._metrics.finished(stage, elapsed, ok)
+            if ok and following is not None:
+                await self._queues[following].put(job)  # backpressure: waits for room
+                self._observe_depth(following)
+            else:
+                await self._finish(job)
+            queue.task_done()
+
+    def _observe_depth(self, stage: str) -> None:
+        depth = self._queues[stage].qsize()
+        self._stats[stage].queue_depth = depth
+        if self._metrics is not None:
+            self._metrics.queue_depth(stage, depth)
+
+    async def _finish(self, job: _Job) -> None:
+        workdir, job.workdir = job.workdir, None
+        if workdir is not None:
+            await asyncio.to_thread(shutil.rmtree, workdir, True)
+        job.report.elapsed_s = time.monotonic() - job.started
+        self._jobs.discard(job)
+        if not job.future.done():
+            job.future.set_result(job.report)
+
+    # --- the stages ---
+
+    async def _download(self, job: _Job) -> None:
+        job.workdir = Path(await asyncio.to_thread(
+            tempfile.mkdtemp, prefix="grebe-media-", dir=self._work_root))
+        fetched = await self.fetcher.fetch(job.report.url, job.workdir)
+        job.fetched = fetched
+        job.report.kind, job.report.content_type = fetched.kind, fetched.content_type
+        job.report.size = fetched.size
+
+    async def _decode(self, job: _Job) -> None:
+        assert job.fetched is not None and job.workdir is not None
+        if job.fetched.kind == KIND_IMAGE:
+            await asyncio.to_thread(self._decode_image, job)
+        else:
+            await asyncio.to_thread(self._decode_timed_media, job)
+
+    def _decode_image(self, job: _Job) -> None:
+        assert job.fetched is not None and job.workdir is not None
+        cfg = self.config.image
+        decoded = decode_image(job.fetched.path, max_pixels=cfg.max_pixels,
+                               max_side=cfg.view_max_side)
+        view = job.workdir / "view.png"
+        Image.fromarray(decoded.rgb).save(view)
+        job.views = [view]
+        job.report.width, job.report.height = decoded.width, decoded.height
+
+    def _decode_timed_media(self, job: _Job) -> None:
+        assert job.fetched is not None and job.workdir is not None
+        cfg = self.config.video
+        info = probe(job.fetched.path, max_duration_s=cfg.max_duration_s)
+        job.report.duration_s = info.duration_s
+        job.report.width, job.report.height = info.width, info.height
+        job.has_audio = info.has_audio
+        if info.has_video:
+            frames = sample_frames(job.fetched.path, cfg.frames, max_side=cfg.frame_max_side)
+            for frame in frames:
+                path = job.workdir / f"frame-{frame.index:03d}.png"
+                Image.fromarray(frame.rgb).save(path)
+                job.views.append(path)
+            job.report.frames = len(frames)
+            job.report.kind = KIND_VIDEO
+        else:
+            job.report.kind = KIND_AUDIO
+
+    async def _classify(self, job: _Job) -> None:
+        await asyncio.gather(self._score_nsfw(job), self._read_text(job), self._transcribe(job))
+
+    async def _score_nsfw(self, job: _Job) -> None:
+        if self.nsfw is None or not job.views:
+            return
+        try:
+            scores = await self.nsfw.classify_images([str(p) for p in job.views])
+        except GrebeError as exc:
+            job.report.warnings.append(f"nsfw: {exc}")
+            return
+        job.report.nsfw = [float(s.get(NSFW_LABEL, 0.0)) for s in scores]
+
+    async def _read_text(self, job: _Job) -> None:
+        if self.ocr is None or not job.views:
+            return
+        # Images: the whole view. Videos: the middle frame (captions, burnt-in text).
+        view = job.views[len(job.views) // 2]
+        try:
+            job.report.ocr_text = (await self.ocr.read_text(str(view))).strip()
+        except GrebeError as exc:
+            job.report.warnings.append(f"ocr: {exc}")
+
+    async def _transcribe(self, job: _Job) -> None:
+        if self.asr is None or job.report.kind not in (KIND_VIDEO, KIND_AUDIO):
+            return
+        if not job.has_audio:
+            job.report.transcript_error = ASRErrorCode.NO_AUDIO_STREAM.value
+            return
+        assert job.fetched is not None
+        # Keyed by URL: the same video reposted by many posts is transcribed once.
+        result = await self.asr.transcribe(job.report.url, job.fetched.path)
+        job.report.transcript = result.text
+        job.report.transcript_language = result.language
+        if result.error is not None:
+            job.report.transcript_error = result.error.value
+
+    async def _dedup(self, job: _Job) -> None:
+        if not job.views:
+            return
+        kind = self.config.dedup.hash
+        hashes = await asyncio.to_thread(_hash_files, job.views, kind)
+        best: dict[tuple[str, str], int] = {}
+        for frame, value in enumerate(hashes):
+            entry = HashEntry(post_id=job.report.post_id, media_key=job.report.url, hash=value,
+                              frame=frame if job.report.kind == KIND_VIDEO else None)
+            for match in self.index.add_and_match(entry, self.config.dedup.max_distance):
+                key = (match.entry.post_id, match.entry.media_key)
+                best[key] = min(best.get(key, 64), match.distance)
+        job.report.duplicates = sorted(
+            (DuplicateRef(post_id=p, url=u, distance=d) for (p, u), d in best.items()),
+            key=lambda ref: (ref.distance, ref.post_id, ref.url))
+
+
+def _hash_files(paths: Iterable[Path], kind: Any) -> list[int]:
+    out = []
+    for path in paths:
+        with Image.open(path) as image:
+            out.append(perceptual_hash(image.convert("RGB"), kind))
+    return out
+

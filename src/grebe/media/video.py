@@ -1,0 +1,208 @@
+"""Video probing, evenly spaced frame sampling (PyAV) and audio extraction (ffmpeg).
+
+All of it is blocking: run it in a thread (PyAV releases the GIL while decoding) or in a
+worker process. Memory stays bounded: frames are decoded one at a time, seeking between
+sample points, and only the scaled-down samples are kept. Untrusted containers may name
+other resources (HLS playlists, QuickTime references), so both PyAV and ffmpeg are
+limited to the `file` protocol, and ffmpeg always gets an argument list.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import av
+import numpy as np
+
+from grebe.errors import MediaError, MediaTooLargeError
+
+FFMPEG = "ffmpeg"
+ASR_SAMPLE_RATE = 16_000
+_AV_OPTIONS = {"protocol_whitelist": "file"}
+_SEEK_GAP_S = 1.0  # beyond this gap to the next sample, seek instead of decoding through
+_NO_AUDIO_MARKERS = ("does not contain any stream", "matches no streams", "Output file is empty")
+
+
+class FFmpegError(MediaError):
+    """ffmpeg exited with an error (corrupt or unsupported input)."""
+
+
+class FFmpegTimeoutError(FFmpegError):
+    """ffmpeg ran past its time limit and was killed."""
+
+
+@dataclass(frozen=True)
+class VideoProbe:
+    duration_s: float
+    width: int
+    height: int
+    fps: float | None
+    has_video: bool
+    has_audio: bool
+    audio_codec: str | None = None
+    video_codec: str | None = None
+
+
+@dataclass(frozen=True)
+class SampledFrame:
+    index: int  # which sample (0..count-1)
+    time_s: float  # presentation time of the decoded frame
+    rgb: np.ndarray = field(repr=False)
+
+
+@dataclass(frozen=True)
+class AudioResult:
+    """The extracted 16 kHz mono WAV, or `no_audio` — a normal outcome, not an error."""
+
+    path: Path | None
+    no_audio: bool = False
+
+    @classmethod
+    def none(cls) -> AudioResult:
+        return cls(path=None, no_audio=True)
+
+
+def _open(path: str | Path) -> av.container.InputContainer:
+    try:
+        return av.open(str(path), mode="r", options=_AV_OPTIONS)
+    except (av.FFmpegError, OSError, ValueError) as exc:
+        raise MediaError(f"cannot open video {path}: {exc}") from exc
+
+
+def _duration(container: av.container.InputContainer) -> float:
+    if container.duration is not None and container.duration > 0:
+        return float(container.duration / av.time_base)
+    best = 0.0
+    for stream in container.streams:
+        if stream.duration and stream.time_base:
+            best = max(best, float(stream.duration * stream.time_base))
+    return best
+
+
+def probe(path: str | Path, *, max_duration_s: float | None = None) -> VideoProbe:
+    """Streams and duration from the container header; MediaError if it is not media."""
+    container = _open(path)
+    try:
+        video = container.streams.video[0] if container.streams.video else None
+        audio = container.streams.audio[0] if container.streams.audio else None
+        if video is None and audio is None:
+            raise MediaError(f"{path} has neither a video nor an audio stream")
+        duration = _duration(container)
+        if max_duration_s is not None and duration > max_duration_s:
+            raise MediaTooLargeError(
+                f"{path} lasts {duration:.1f}s, over the cap of {max_duration_s:g}s"
+            )
+        rate = video.average_rate if video is not None else None
+        return VideoProbe(
+            duration_s=duration,
+            width=video.codec_context.width if video is not None else 0,
+            height=video.codec_context.height if video is not None else 0,
+            fps=float(rate) if rate else None,
+            has_video=video is not None,
+            has_audio=audio is not None,
+            audio_codec=audio.codec_context.name if audio is not None else None,
+            video_codec=video.codec_context.name if video is not None else None,
+        )
+    finally:
+        container.close()
+
+
+def sample_times(duration_s: float, count: int) -> list[float]:
+    """The midpoints of `count` equal slices: deterministic and never the black first or
+    last frame that a naive 0..duration spacing picks."""
+    return [duration_s * (i + 0.5) / count for i in range(count)]
+
+
+def _scaled(width: int, height: int, max_side: int) -> tuple[int, int]:
+    scale = min(1.0, max_side / max(width, height))
+    # Even sizes keep swscale happy for subsampled pixel formats.
+    return max(2, round(width * scale) // 2 * 2), max(2, round(height * scale) // 2 * 2)
+
+
+def sample_frames(path: str | Path, count: int, *, max_side: int = 512) -> list[SampledFrame]:
+    """`count` frames at evenly spaced times (fewer if the clip has fewer frames).
+
+    For each target time the first frame at or after it is taken, so the same file always
+    gives the same frames whether it got there by seeking or by decoding through."""
+    if count < 1:
+        raise ValueError("count must be >= 1")
+    container = _open(path)
+    try:
+        if not container.streams.video:
+            raise MediaError(f"{path} has no video stream")
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        duration = _duration(container)
+        time_base = stream.time_base
+        if not duration or time_base is None:
+            raise MediaError(f"{path} has no usable duration or time base")
+        targets = sample_times(duration, count)
+        out: list[SampledFrame] = []
+        frames = None
+        position = -1.0
+        for index, target in enumerate(targets):
+            if frames is None or target - position > _SEEK_GAP_S:
+                container.seek(int(target / time_base), stream=stream, backward=True)
+                frames = container.decode(stream)
+            chosen = None
+            for frame in frames:
+                position = float(frame.time) if frame.time is not None else position
+                chosen = frame
+                if position >= target - 1e-6:
+                    break
+            if chosen is None:
+                break  # end of stream: the clip is shorter than its header claims
+            width, height = _scaled(chosen.width, chosen.height, max_side)
+            rgb = chosen.to_ndarray(format="rgb24", width=width, height=height)
+            out.append(SampledFrame(index=index, time_s=position, rgb=rgb))
+        if not out:
+            raise MediaError(f"no frame could be decoded from {path}")
+        return out
+    except av.FFmpegError as exc:
+        raise MediaError(f"cannot decode video {path}: {exc}") from exc
+    finally:
+        container.close()
+
+
+def extract_audio(
+    src: str | Path, dst: str | Path, *, timeout_s: float, max_seconds: float | None = None
+) -> AudioResult:
+    """The first audio stream as 16 kHz mono 16-bit WAV at `dst`.
+
+    Returns AudioResult.none() when the input has no audio stream; raises
+    FFmpegTimeoutError past `timeout_s` (the process is killed) and FFmpegError when
+    ffmpeg fails (corrupt input)."""
+    src, dst = Path(src).resolve(), Path(dst).resolve()
+    try:
+        if not probe(src).has_audio:
+            return AudioResult.none()
+    except MediaTooLargeError:
+        raise
+    except MediaError as exc:
+        raise FFmpegError(str(exc)) from exc
+    # "file:" keeps a name like "concat:..." or "-x" from being read as a protocol/option.
+    args = [FFMPEG, "-nostdin", "-hide_banner", "-loglevel", "error", "-y",
+            "-protocol_whitelist", "file", "-i", f"file:{src}",
+            "-map", "0:a:0", "-vn", "-sn", "-dn", "-ac", "1", "-ar", str(ASR_SAMPLE_RATE),
+            "-c:a", "pcm_s16le"]
+    if max_seconds is not None:
+        args += ["-t", f"{max_seconds:g}"]
+    args += ["-f", "wav", f"file:{dst}"]
+    try:
+        done = subprocess.run(args, capture_output=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired as exc:
+        dst.unlink(missing_ok=True)
+        raise FFmpegTimeoutError(
+            f"ffmpeg took longer than {timeout_s:g}s extracting audio from {src}"
+        ) from exc
+    except OSError as exc:
+        raise FFmpegError(f"cannot run ffmpeg: {exc}") from exc
+    stderr = done.stderr.decode("utf-8", "replace").strip()
+    if done.returncode != 0:
+        dst.unlink(missing_ok=True)
+        if any(marker in stderr for marker in _NO_AUDIO_MARKERS):
+            return AudioResult.none()
+        raise FFmpegError(f"ffmpeg failed on {src} (exit {done.returncode}): {stderr[-500:]}")
+    return AudioResult(path=dst)

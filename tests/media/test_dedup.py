@@ -1,0 +1,88 @@
+"""Near-duplicate detection on real photos, and the BK-tree against a linear scan."""
+
+from __future__ import annotations
+
+import io
+import random
+import threading
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from grebe.media.dedup import HashEntry, NearDuplicateIndex, hamming, perceptual_hash
+from grebe.media.image import decode_image
+
+UNRELATED = ["coffee.png", "chelsea.png", "camera.png", "rocket.jpg", "motorcycle_left.png",
+             "hubble_deep_field.jpg", "page.png", "coins.png", "horse.png", "brick.png"]
+
+
+def _rgb(path: Path) -> np.ndarray:
+    return decode_image(path, max_pixels=50_000_000).rgb
+
+
+def _recompressed_copy(rgb: np.ndarray) -> np.ndarray:
+    """What a re-upload looks like: scaled to 60%, slightly cropped, JPEG quality 40."""
+    image = Image.fromarray(rgb)
+    w, h = image.size
+    image = image.crop((6, 6, w - 6, h - 6)).resize((int(w * 0.6), int(h * 0.6)))
+    buffer = io.BytesIO()
+    image.save(buffer, format="JPEG", quality=40)
+    return np.asarray(Image.open(io.BytesIO(buffer.getvalue())).convert("RGB"))
+
+
+def test_finds_a_recompressed_copy_and_not_unrelated_photos(photo: Path) -> None:
+    index = NearDuplicateIndex()
+    original = perceptual_hash(_rgb(photo))
+    index.add(HashEntry(post_id="p0", media_key="astronaut", hash=original))
+    for i, name in enumerate(UNRELATED, 1):
+        index.add(HashEntry(post_id=f"p{i}", media_key=name,
+                            hash=perceptual_hash(_rgb(photo.parent / name))))
+    copy = perceptual_hash(_recompressed_copy(_rgb(photo)))
+    assert hamming(copy, original) <= 6
+    matches = index.add_and_match(HashEntry(post_id="repost", media_key="copy", hash=copy), 10)
+    assert [m.entry.media_key for m in matches] == ["astronaut"]
+    assert index.groups(10) == [["astronaut", "copy"]]
+    assert len(index) == len(UNRELATED) + 2
+
+
+def test_same_post_is_not_its_own_duplicate(photo: Path) -> None:
+    index = NearDuplicateIndex()
+    h = perceptual_hash(_rgb(photo))
+    assert index.add_and_match(HashEntry(post_id="p", media_key="a", hash=h), 4) == []
+    assert index.add_and_match(HashEntry(post_id="p", media_key="b", hash=h), 4) == []
+    assert [m.entry.media_key for m in
+            index.add_and_match(HashEntry(post_id="q", media_key="c", hash=h), 4)] == ["a", "b"]
+
+
+def test_bk_tree_agrees_with_a_linear_scan() -> None:
+    rng = random.Random(42)
+    base = [rng.getrandbits(64) for _ in range(50)]
+    # Clusters of near values around random centres, plus noise.
+    hashes = [b ^ (1 << rng.randrange(64)) ^ (1 << rng.randrange(64)) for b in base
+              for _ in range(5)] + [rng.getrandbits(64) for _ in range(500)]
+    index = NearDuplicateIndex()
+    for i, h in enumerate(hashes):
+        index.add(HashEntry(post_id=str(i), media_key=str(i), hash=h))
+    for probe in base[:20] + [rng.getrandbits(64) for _ in range(10)]:
+        for d in (0, 3, 8, 20):
+            got = sorted(int(m.entry.post_id) for m in index.query(probe, d))
+            want = sorted(i for i, h in enumerate(hashes) if hamming(h, probe) <= d)
+            assert got == want
+
+
+def test_concurrent_adds_are_safe() -> None:
+    index = NearDuplicateIndex()
+    rng = random.Random(1)
+    values = [rng.getrandbits(64) for _ in range(4000)]
+
+    def add(chunk: list[int], worker: int) -> None:
+        for n, h in enumerate(chunk):
+            index.add(HashEntry(post_id=f"{worker}-{n}", media_key="m", hash=h))
+
+    threads = [threading.Thread(target=add, args=(values[i::4], i)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(index) == 4000 == len(list(index.entries()))

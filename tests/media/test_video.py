@@ -1,0 +1,105 @@
+"""Probing, frame sampling and audio extraction on real clips with real ffmpeg."""
+
+from __future__ import annotations
+
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grebe.errors import MediaError
+from grebe.media.video import (
+    FFmpegError,
+    FFmpegTimeoutError,
+    extract_audio,
+    probe,
+    sample_frames,
+    sample_times,
+)
+
+
+def test_probe_reports_streams(bunny: Path, silent_clip: Path) -> None:
+    info = probe(bunny)
+    assert info.has_video and info.has_audio and info.audio_codec == "aac"
+    assert 5.0 < info.duration_s < 5.6 and (info.width, info.height) == (1280, 720)
+    silent = probe(silent_clip)
+    assert silent.has_video and not silent.has_audio
+
+
+def test_frames_are_evenly_spaced_and_deterministic(silent_clip: Path) -> None:
+    first = sample_frames(silent_clip, 6, max_side=128)
+    again = sample_frames(silent_clip, 6, max_side=128)
+    assert [f.index for f in first] == list(range(6))
+    targets = sample_times(probe(silent_clip).duration_s, 6)
+    for frame, target in zip(first, targets, strict=True):
+        assert target - 1e-6 <= frame.time_s < target + 0.1  # first frame at/after target
+        assert frame.rgb.shape[2] == 3 and max(frame.rgb.shape[:2]) <= 128
+    for a, b in zip(first, again, strict=True):
+        assert a.time_s == b.time_s and np.array_equal(a.rgb, b.rgb)
+    assert not np.array_equal(first[0].rgb, first[-1].rgb)  # the clip moves
+
+
+def test_frames_match_sequential_decode(bunny: Path) -> None:
+    """Seeking must pick the very frame that decoding straight through would pick."""
+    import av
+
+    frames = sample_frames(bunny, 4, max_side=1280)
+    targets = sample_times(probe(bunny).duration_s, 4)
+    expected: list[tuple[float, np.ndarray]] = []
+    with av.open(str(bunny)) as container:
+        for frame in container.decode(video=0):
+            if len(expected) < len(targets) and frame.time >= targets[len(expected)] - 1e-6:
+                expected.append((float(frame.time), frame.to_ndarray(format="rgb24")))
+    assert len(expected) == len(frames) == 4
+    for sample, (time, rgb) in zip(frames, expected, strict=True):
+        assert time == sample.time_s
+        assert np.array_equal(rgb, sample.rgb)
+
+
+def test_audio_extraction_to_16k_mono(bunny: Path, tmp_path: Path) -> None:
+    result = extract_audio(bunny, tmp_path / "a.wav", timeout_s=30)
+    assert not result.no_audio and result.path is not None
+    with wave.open(str(result.path)) as wav:
+        assert (wav.getframerate(), wav.getnchannels(), wav.getsampwidth()) == (16000, 1, 2)
+        assert 5.0 < wav.getnframes() / 16000 < 5.6
+
+
+def test_no_audio_stream_is_an_outcome_not_an_error(silent_clip: Path, tmp_path: Path) -> None:
+    result = extract_audio(silent_clip, tmp_path / "a.wav", timeout_s=30)
+    assert result.no_audio and result.path is None
+    assert not (tmp_path / "a.wav").exists()
+
+
+def test_ffmpeg_timeout_is_distinct(bunny: Path, tmp_path: Path) -> None:
+    with pytest.raises(FFmpegTimeoutError, match="longer than"):
+        extract_audio(bunny, tmp_path / "a.wav", timeout_s=0.001)
+    assert not (tmp_path / "a.wav").exists()
+
+
+def _corrupt(bunny: Path, tmp_path: Path) -> Path:
+    data = bytearray(bunny.read_bytes())
+    # Keep the ftyp box so it still looks like MP4; scramble the rest.
+    rng = np.random.default_rng(7)
+    tail = rng.integers(0, 256, size=len(data) - 32, dtype=np.uint8).tobytes()
+    path = tmp_path / "corrupt.mp4"
+    path.write_bytes(bytes(data[:32]) + tail)
+    return path
+
+
+def test_corrupt_video_gives_clean_errors(bunny: Path, tmp_path: Path) -> None:
+    path = _corrupt(bunny, tmp_path)
+    with pytest.raises(MediaError):
+        probe(path)
+    with pytest.raises(MediaError):
+        sample_frames(path, 4)
+    with pytest.raises(FFmpegError):
+        extract_audio(path, tmp_path / "a.wav", timeout_s=30)
+
+
+def test_truncated_video_is_a_clean_error(bunny: Path, tmp_path: Path) -> None:
+    """Half an MP4 (its index lives at the end) must fail cleanly, not hang or crash."""
+    path = tmp_path / "half.mp4"
+    path.write_bytes(bunny.read_bytes()[: bunny.stat().st_size // 2])
+    with pytest.raises(MediaError, match="cannot open video"):
+        sample_frames(path, 4, max_side=64)
