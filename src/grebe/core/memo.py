@@ -1,0 +1,165 @@
+"""Shared work is done once: per payload (`PayloadMemo`) and across payloads (`SharedCache`).
+
+Several plans of one payload need the same media, OCR text, transcript or embedding. On
+this CPU one embedding costs ~8-9 ms, so computing it once instead of once per plan is
+the biggest throughput lever. Both classes run a computation as its own asyncio task and
+let every caller await it through `asyncio.shield`: a caller that times out or is
+cancelled does not abort the work the other callers are waiting for. Both are bound to
+the event loop they are used on (one per process); they are not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any, TypeVar
+
+from cachetools import TTLCache
+
+T = TypeVar("T")
+
+
+async def _call(factory: Callable[[], Awaitable[T]]) -> T:
+    # The factory is called inside the task, so a factory that raises before returning
+    # its awaitable fails the computation like any other error.
+    return await factory()
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    # Marks a failure as retrieved: a computation nobody waited for anymore must not log
+    # "Task exception was never retrieved".
+    if not task.cancelled():
+        task.exception()
+
+
+async def cancel_and_wait(tasks: list[asyncio.Task[Any]]) -> None:
+    """Cancel tasks and wait until every one has finished, even if we are cancelled
+    meanwhile (then re-raise once they are done): nothing is left running."""
+    for task in tasks:
+        task.cancel()
+    cancelled = False
+    pending = set(tasks)
+    while pending:
+        try:
+            _, pending = await asyncio.wait(pending)
+        except asyncio.CancelledError:
+            cancelled = True
+            for task in pending:
+                task.cancel()
+    if cancelled:
+        raise asyncio.CancelledError
+
+
+class PayloadMemo:
+    """Per-payload memo: `get_or_compute(key, factory)` runs `factory` once per key, and
+    every caller — concurrent or later, from any plan of this payload — gets the same
+    value.
+
+    A failure is shared too: all callers of this payload see the same exception, and it
+    is not retried within this memo (a retry of the payload gets a fresh memo). The
+    owner (`PlanMaster`, or `Plan.run` when given none) calls `aclose()` when the payload
+    is done, cancelling computations nobody awaits anymore.
+    """
+
+    __slots__ = ("_closed", "_entries")
+
+    def __init__(self) -> None:
+        self._entries: dict[str, asyncio.Task[Any]] = {}
+        self._closed = False
+
+    async def get_or_compute(self, key: str, factory: Callable[[], Awaitable[T]]) -> T:
+        task = self._entries.get(key)
+        if task is None:
+            if self._closed:
+                raise RuntimeError(f"PayloadMemo is closed; cannot compute {key!r}")
+            task = asyncio.get_running_loop().create_task(_call(factory))
+            task.add_done_callback(_retrieve)
+            self._entries[key] = task
+        if task.done():
+            return task.result()
+        return await asyncio.shield(task)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def has_pending(self) -> bool:
+        """True while a computation is still running (so `aclose()` has work to do)."""
+        entries = self._entries
+        return bool(entries) and any(not task.done() for task in entries.values())
+
+    async def aclose(self) -> None:
+        """Cancel and await every unfinished computation; later calls raise."""
+        self._closed = True
+        pending = [task for task in self._entries.values() if not task.done()]
+        if pending:
+            await cancel_and_wait(pending)
+
+
+class SharedCache:
+    """A bounded TTL cache (cachetools.TTLCache) across payloads and retries, with the
+    same `get_or_compute` contract as `PayloadMemo` and one computation per key at a
+    time: concurrent callers of a key being computed await that computation.
+
+    Only successful values are cached. A failure is seen by the callers that were
+    waiting for that computation; the next caller starts a new one.
+    """
+
+    def __init__(
+        self, *, maxsize: int, ttl_s: float, timer: Callable[[], float] = time.monotonic
+    ) -> None:
+        if maxsize < 1:
+            raise ValueError(f"SharedCache maxsize must be >= 1, got {maxsize}")
+        if not ttl_s > 0:
+            raise ValueError(f"SharedCache ttl_s must be > 0, got {ttl_s}")
+        self._cache: TTLCache[Hashable, Any] = TTLCache(maxsize=maxsize, ttl=ttl_s, timer=timer)
+        self._inflight: dict[Hashable, asyncio.Task[Any]] = {}
+
+    async def get_or_compute(self, key: Hashable, factory: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return self._cache[key]  # type: ignore[no-any-return]
+        except KeyError:
+            pass
+        task = self._inflight.get(key)
+        if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
+            task = asyncio.get_running_loop().create_task(self._compute(key, factory))
+            task.add_done_callback(_retrieve)
+            self._inflight[key] = task
+        if task.done():
+            return task.result()
+        return await asyncio.shield(task)
+
+    async def _compute(self, key: Hashable, factory: Callable[[], Awaitable[T]]) -> T:
+        try:
+            value = await factory()
+            self._cache[key] = value
+            return value
+        finally:
+            if self._inflight.get(key) is asyncio.current_task():
+                del self._inflight[key]
+
+    def get(self, key: Hashable, default: Any = None) -> Any:
+        """The cached value, or `default` if absent or expired (never computes)."""
+        return self._cache.get(key, default)
+
+    def invalidate(self, key: Hashable) -> None:
+        self._cache.pop(key, None)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._cache
+
+    def __len__(self) -> int:
+        """Entries currently cached (expired entries are dropped first)."""
+        self._cache.expire()
+        return len(self._cache)
+
+    async def aclose(self) -> None:
+        """Cancel and await computations in flight (at shutdown)."""
+        pending = [task for task in self._inflight.values() if not task.done()]
+        self._inflight.clear()
+        if pending:
+            await cancel_and_wait(pending)
