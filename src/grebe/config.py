@@ -41,18 +41,26 @@ class DispatcherConfig(Section):
     backoff_base_s: float = Field(default=C.DEFAULT_BACKOFF_BASE_S, ge=0)
     backoff_max_s: float = Field(default=C.DEFAULT_BACKOFF_MAX_S, ge=0)
     poll_batch: int = Field(default=C.DEFAULT_POLL_BATCH, ge=1)
+    poll_timeout_s: float = Field(default=C.DEFAULT_POLL_TIMEOUT_S, gt=0)
     dead_letter_topic: str = C.DEFAULT_DEAD_LETTER_TOPIC
 
 
 class EngineConfig(Section):
-    processes: int = Field(default=C.DEFAULT_ENGINE_PROCESSES, ge=1)
+    processes: int = Field(default=C.DEFAULT_ENGINE_PROCESSES, ge=0)  # 0: in the dispatcher
     concurrency: int = Field(default=C.DEFAULT_ENGINE_CONCURRENCY, ge=1)
     task_timeout_s: float = Field(default=C.DEFAULT_TASK_TIMEOUT_S, gt=0)
     drain_window_s: float = Field(default=C.DEFAULT_DRAIN_WINDOW_S, ge=0)
 
 
 class LocalBrokerConfig(Section):
+    """The embedded SQLite log. WAL with synchronous=NORMAL survives kill -9 (a commit is
+    in the WAL, i.e. in the OS, before it returns); FULL also fsyncs every commit, which
+    only matters for power loss or a kernel crash."""
+
     path: Path | None = None  # default: <data_dir>/log.db
+    partitions: int = Field(default=C.DEFAULT_LOCAL_PARTITIONS, ge=1, le=255)
+    synchronous: Literal["NORMAL", "FULL"] = C.DEFAULT_LOCAL_SYNCHRONOUS
+    commit_interval_s: float = Field(default=C.DEFAULT_COMMIT_INTERVAL_S, ge=0)
 
 
 class KafkaConfig(Section):
@@ -61,6 +69,9 @@ class KafkaConfig(Section):
     fetch_max_records: int = Field(default=500, ge=1)
     session_timeout_ms: int = Field(default=30_000, ge=1000)
     revoke_grace_s: float = Field(default=5.0, ge=0)
+    # Finished offsets are committed in batches, at most this long after the first ack.
+    commit_interval_s: float = Field(default=C.DEFAULT_KAFKA_COMMIT_INTERVAL_S, ge=0)
+    max_poll_interval_ms: int = Field(default=300_000, ge=1000)
 
 
 class RabbitMQConfig(Section):
@@ -77,6 +88,8 @@ class StoreConfig(Section):
     backend: Literal["sqlite", "postgres", "redis", "memory"] = "sqlite"
     sqlite_path: Path | None = None  # default: <data_dir>/annotations.db
     postgres_dsn: str = "postgresql://grebe:grebe@127.0.0.1:5432/grebe"
+    postgres_table: str = Field(default=C.DEFAULT_POSTGRES_TABLE, pattern=r"^[a-z_][a-z0-9_]*$")
+    redis_prefix: str = C.DEFAULT_REDIS_PREFIX  # the Redis store's keys: <prefix>:ann:<post id>
 
 
 class OutputConfig(Section):

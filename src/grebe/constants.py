@@ -20,6 +20,12 @@ DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_BACKOFF_BASE_S = 0.2
 DEFAULT_BACKOFF_MAX_S = 30.0
 DEFAULT_POLL_BATCH = 512
+DEFAULT_POLL_TIMEOUT_S = 0.1  # how long an idle dispatcher blocks in its sources' poll
+SOURCE_ERROR_BACKOFF_MAX_S = 5.0  # a source whose poll raised is left alone up to this long
+LAG_REPORT_INTERVAL_S = 1.0  # per source, at most this often
+# DeadLetter.reason values.
+DEAD_REASON_MAX_ATTEMPTS = "max_attempts"
+DEAD_REASON_DECODE = "decode_error"
 
 # Engine defaults.
 DEFAULT_ENGINE_PROCESSES = 1
@@ -27,9 +33,51 @@ DEFAULT_ENGINE_CONCURRENCY = 1024
 DEFAULT_TASK_TIMEOUT_S = 30.0
 DEFAULT_DRAIN_WINDOW_S = 20.0
 
+# Local broker (SQLite log) and SQLite store.
+DEFAULT_LOCAL_PARTITIONS = 4
+DEFAULT_DEAD_LETTER_PARTITIONS = 1  # one partition keeps `grebe dlq list` in arrival order
+DEFAULT_LOCAL_SYNCHRONOUS = "NORMAL"
+DEFAULT_COMMIT_INTERVAL_S = 0.05  # how long finished offsets may wait to be batched
+DEFAULT_COMMIT_BATCH = 4096  # commit at once when this many acks are pending
+DEFAULT_SQLITE_BUSY_TIMEOUT_S = 30.0
+LOCAL_POLL_MIN_S = 0.002  # cross-process wait: first re-check of the log after this...
+LOCAL_POLL_MAX_S = 0.1  # ...doubling up to this
+CONSUMER_LOCK_TIMEOUT_S = 10.0  # wait this long for a previous consumer's lock on start
+DLQ_REPLAY_GROUP = "grebe-dlq-replay"
+
+# Plans bundled with grebe.
+DEFAULT_PLANS_FACTORY = "grebe.flows.basic:build_bundle"
+NOOP_ELIGIBILITY = "noop"
+BASIC_ELIGIBILITY = "basic"
+
+# Engine processes.
+ENGINE_IPC_BATCH = 256  # payloads per IPC frame
+ENGINE_START_TIMEOUT_S = 60.0
+ENGINE_MAX_RESTARTS = 5  # engine deaths tolerated per ENGINE_RESTART_WINDOW_S
+ENGINE_RESTART_WINDOW_S = 60.0
+ENGINE_STOP_TIMEOUT_S = 10.0  # after a Stop frame, an engine is killed past this
+
+# Exit codes of `grebe run` (2 is taken by usage errors).
+EXIT_OK = 0  # stopped and drained
+EXIT_FAILED = 1  # could not start, or the engines kept dying
+EXIT_NOT_DRAINED = 3  # stopped, but the drain window ran out (the rest is redelivered)
+EXIT_FORCED = 130  # a second signal: stopped at once
+
+# Real brokers and stores (Kafka, RabbitMQ, PostgreSQL, Redis).
+DEFAULT_KAFKA_COMMIT_INTERVAL_S = 0.2
+KAFKA_KEEPALIVE_FRACTION = 0.25  # keep group membership alive at this share of max_poll_interval
+DEFAULT_POSTGRES_TABLE = "annotations"
+DEFAULT_REDIS_PREFIX = "grebe"
+DEFAULT_CACHE_TTL_S = 600.0
+RABBIT_ATTEMPT_HEADER = "x-grebe-attempt"  # deliveries so far, on retried messages
+RABBIT_RETRY_SUFFIX = ".retry"  # <queue>.retry.<attempt>: the delay queue of one attempt
+# Priority of a RabbitMQ request by the poster's tier, resolved when it is enqueued.
+TIER_PRIORITY = {"viral": 3, "paid": 3, "creator": 2, "hobby": 1, "free": 0, "trial": 0}
+
 DEFAULT_METRICS_PORT = 9464
 DEFAULT_API_PORT = 8080
 DEFAULT_THUNDER_PORT = 50051
+DEFAULT_FEED_PORT = 8090
 
 # Environment variable prefix for config overrides: GREBE_DISPATCHER__MAX_IN_FLIGHT=...
 ENV_PREFIX = "GREBE_"
