@@ -47,3 +47,7 @@ class UnsafeURLError(MediaError):
 
 class MediaTooLargeError(MediaError):
     """Media exceeded a byte, pixel or duration cap."""
+
+
+class ServingError(GrebeError):
+    """A serving call failed: thunder unavailable, overloaded, or refused the request."""

@@ -1,0 +1,114 @@
+"""An approximate-nearest-neighbour index of post embeddings (usearch HNSW, cosine).
+
+usearch keys are integers; post ids are strings, so the index keeps a two-way map.
+Re-adding a post replaces its vector. Searches and adds are C++ calls that finish in
+microseconds to a millisecond at feed scale, so they run inline; `search` asks for a
+few extra neighbours so that removed-but-not-yet-compacted keys and the viewer's own
+exclusions still leave k results.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Collection, Sequence
+
+import numpy as np
+
+# usearch's compiled module and onnxruntime's (the text embedder) crash the process
+# (SIGSEGV at import) when onnxruntime is loaded second; loading it first is safe.
+# Seen with usearch 2.26 / onnxruntime 1.31; drop this once they coexist.
+import onnxruntime  # noqa: F401 - import order matters, see above
+from usearch.index import Index
+
+from grebe.errors import GrebeError
+
+
+class ANNError(GrebeError):
+    """A vector of the wrong dimension, or an index used wrongly."""
+
+
+class PostANNIndex:
+    def __init__(
+        self, dim: int, *, connectivity: int = 16, expansion_add: int = 128,
+        expansion_search: int = 64,
+    ) -> None:
+        if dim < 1:
+            raise ANNError(f"dim must be >= 1, got {dim}")
+        self.dim = dim
+        self._index = Index(
+            ndim=dim, metric="cos", dtype="f32", connectivity=connectivity,
+            expansion_add=expansion_add, expansion_search=expansion_search,
+        )
+        self._keys: dict[str, int] = {}
+        self._ids: dict[int, str] = {}
+        self._next = itertools.count(1)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, post_id: object) -> bool:
+        return post_id in self._keys
+
+    def _vectors(
+        self, vectors: Sequence[Sequence[float]] | Sequence[float] | np.ndarray
+    ) -> np.ndarray:
+        array = np.asarray(vectors, dtype=np.float32)
+        if array.ndim == 1:
+            array = array[None, :]
+        if array.ndim != 2 or array.shape[1] != self.dim:
+            raise ANNError(f"expected vectors of dimension {self.dim}, got shape {array.shape}")
+        if not np.isfinite(array).all():
+            raise ANNError("vectors must be finite")
+        return array
+
+    def add(self, post_id: str, vector: Sequence[float] | np.ndarray) -> None:
+        self.add_many([post_id], self._vectors(vector))
+
+    def add_many(
+        self, post_ids: Sequence[str], vectors: Sequence[Sequence[float]] | np.ndarray
+    ) -> None:
+        array = self._vectors(vectors)
+        if len(post_ids) != len(array):
+            raise ANNError(f"{len(post_ids)} ids for {len(array)} vectors")
+        norms = np.linalg.norm(array, axis=1)
+        keep = norms > 0  # a zero vector has no direction: nothing to be similar to
+        for post_id in post_ids:
+            self.remove(post_id)  # re-adding replaces
+        ids = [pid for pid, k in zip(post_ids, keep, strict=True) if k]
+        if not ids:
+            return
+        keys = np.fromiter((next(self._next) for _ in ids), dtype=np.uint64, count=len(ids))
+        self._index.add(keys, array[keep])
+        for post_id, key in zip(ids, keys.tolist(), strict=True):
+            self._keys[post_id] = key
+            self._ids[key] = post_id
+
+    def remove(self, post_id: str) -> bool:
+        key = self._keys.pop(post_id, None)
+        if key is None:
+            return False
+        del self._ids[key]
+        self._index.remove(key)
+        return True
+
+    def search(
+        self, vector: Sequence[float] | np.ndarray, k: int,
+        exclude: Collection[str] = (),
+    ) -> list[tuple[str, float]]:
+        """Up to k (post id, cosine similarity) pairs, most similar first."""
+        if k <= 0 or not self._keys:
+            return []
+        query = self._vectors(vector)[0]
+        if not np.linalg.norm(query):
+            return []
+        matches = self._index.search(query, k + len(exclude) + 8)
+        out: list[tuple[str, float]] = []
+        for key, distance in zip(matches.keys.tolist(), matches.distances.tolist(),
+                                 strict=True):
+            post_id = self._ids.get(key)
+            if post_id is None or post_id in exclude:
+                continue
+            out.append((post_id, 1.0 - float(distance)))
+            if len(out) == k:
+                break
+        return out

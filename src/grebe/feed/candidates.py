@@ -1,0 +1,48 @@
+"""What flows through the home pipeline: the request (HomeQuery) and each candidate post.
+
+Both are mutable Structs because pipeline components return patches that the pipeline
+applies to them (see grebe.feed.pipeline)."""
+
+from __future__ import annotations
+
+import time
+
+import msgspec
+
+
+class HomeQuery(msgspec.Struct, kw_only=True):
+    user_id: str
+    max_results: int = 50
+    safety_level: str | None = None  # None: the viewer's, else the configured default
+    now: float = msgspec.field(default_factory=time.time)
+    # Filled by the query hydrators (or given by the caller).
+    following: list[str] = []
+    muted: set[str] = set()
+    seen: set[str] = set()
+    engaged: list[str] = []  # posts the viewer liked, replied to, shared
+    interests: list[str] = []  # stated interests, as text
+    interest_vector: list[float] | None = None
+
+
+class FeedCandidate(msgspec.Struct, kw_only=True):
+    post_id: str
+    author_id: str
+    created_at: float
+    in_network: bool
+    source: str
+    source_post_id: str | None = None  # for a retweet: the post whose content it shows
+    source_author_id: str | None = None
+    in_reply_to_post_id: str | None = None
+    similarity: float | None = None  # cosine to the viewer's interests, when known
+    # Filled by hydrators.
+    labels: list[str] = []
+    scores: dict[str, float] = {}
+    embedding: list[float] | None = None
+    # Filled by scorers.
+    score: float = 0.0
+    score_parts: dict[str, float] = {}
+
+    @property
+    def content_id(self) -> str:
+        """The post whose content is shown (a retweet shows its source)."""
+        return self.source_post_id or self.post_id

@@ -1,0 +1,146 @@
+"""The home timeline: grebe's annotations and thunder's posts, ranked for one viewer.
+
+    viewer + interests -> thunder (in-network) + nearest neighbours (out-of-network)
+    -> annotations -> duplicate / seen / muted / safety filters
+    -> weighted score, author diversity -> top K -> drop posts deleted meanwhile
+    -> remember what was served (side effect)
+
+`build_home_pipeline(config, store, thunder_store, embedder)` wires it all; flows
+should write annotations through `HomeFeed.annotations` (or call `index_posts`) so
+new embeddings reach the out-of-network index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from grebe.config import GrebeConfig
+from grebe.feed.ann import PostANNIndex
+from grebe.feed.candidates import FeedCandidate, HomeQuery
+from grebe.feed.filters import (
+    DuplicateFilter,
+    GoneFilter,
+    MutedAuthorFilter,
+    SafetyFilter,
+    SeenFilter,
+)
+from grebe.feed.hydrators import AnnotationHydrator, AuthoredPosts, InterestHydrator, ViewerHydrator
+from grebe.feed.indexing import IndexingStore, backfill
+from grebe.feed.pipeline import CandidatePipeline, PipelineResult
+from grebe.feed.scorers import AuthorDiversityScorer, WeightedScorer
+from grebe.feed.settings import FeedSettings, feed_settings
+from grebe.feed.sources import InNetworkSource, SimilarPostsSource
+from grebe.feed.viewers import MemoryViewerDirectory, ViewerDirectory
+from grebe.inference.base import Embedder
+from grebe.stores.base import AnnotationStore
+from grebe.thunder.client import InNetworkPostsClient, LocalThunderClient
+from grebe.thunder.store import ThunderStore
+
+HomeResult = PipelineResult[HomeQuery, FeedCandidate]
+
+
+class TopKSelector:
+    name = "top_k"
+
+    async def select(self, query: HomeQuery, candidates: list[FeedCandidate]
+                     ) -> list[FeedCandidate]:
+        ranked = sorted(candidates, key=lambda c: (-c.score, -c.created_at, c.post_id))
+        return ranked[: query.max_results]
+
+
+class RecordServed:
+    """Remember what was served so the next request does not repeat it."""
+
+    name = "record_served"
+
+    def __init__(self, viewers: ViewerDirectory) -> None:
+        self.viewers = viewers
+
+    async def run(self, query: HomeQuery, result: HomeResult) -> None:
+        await self.viewers.record_served(query.user_id, [c.post_id for c in result.selected])
+
+
+class HomeFeed:
+    """The assembled home timeline and the pieces a caller may need to feed it."""
+
+    def __init__(
+        self, pipeline: CandidatePipeline[HomeQuery, FeedCandidate], settings: FeedSettings,
+        index: PostANNIndex, annotations: IndexingStore, viewers: ViewerDirectory,
+        thunder: InNetworkPostsClient,
+    ) -> None:
+        self.pipeline = pipeline
+        self.settings = settings
+        self.index = index
+        self.annotations = annotations
+        self.viewers = viewers
+        self.thunder = thunder
+
+    async def home(self, user_id: str, *, max_results: int | None = None,
+                   safety_level: str | None = None, **query: Any) -> HomeResult:
+        """The timeline of `user_id`. Extra keyword arguments (following, muted, seen,
+        engaged, interests) add to what the viewer directory knows."""
+        if safety_level is not None:
+            self.settings.blocked_labels(safety_level)  # ConfigError for unknown levels
+        return await self.pipeline.run(HomeQuery(
+            user_id=user_id, max_results=max_results or self.settings.max_results,
+            safety_level=safety_level, **query,
+        ))
+
+    async def index_posts(self, post_ids: Iterable[str]) -> int:
+        """Index stored embeddings of these posts (after a restart, or when annotations
+        were written around `annotations`)."""
+        return await backfill(self.index, self.annotations.store, post_ids,
+                              self.settings.embedding_producer)
+
+    async def start(self) -> None:
+        await self.thunder.start()
+
+    async def aclose(self) -> None:
+        await self.pipeline.aclose()
+        await self.thunder.stop()
+
+
+def build_home_pipeline(
+    config: GrebeConfig | FeedSettings | dict[str, Any] | None,
+    store: AnnotationStore,
+    thunder_store: ThunderStore,
+    embedder: Embedder | None,
+    *,
+    viewers: ViewerDirectory | None = None,
+    index: PostANNIndex | None = None,
+    thunder: InNetworkPostsClient | None = None,
+    dim: int | None = None,
+) -> HomeFeed:
+    """Wire the home timeline.
+
+    `thunder_store` is the in-process store: in-network posts come from it unless a
+    `thunder` client (e.g. GrpcThunderClient) is given; out-of-network posts are looked
+    up in it (so deleted and expired posts never surface). The ANN index dimension is
+    the embedder's, or `dim` when there is no embedder."""
+    raw = config.feed if isinstance(config, GrebeConfig) else config
+    settings = feed_settings(raw)
+    viewers = viewers if viewers is not None else MemoryViewerDirectory()
+    if index is None:
+        size = dim or (embedder.dim if embedder is not None else None)
+        if size is None:
+            raise ValueError("build_home_pipeline needs an embedder or dim for the ANN index")
+        index = PostANNIndex(size)
+    thunder = thunder or LocalThunderClient(thunder_store)
+    annotations = IndexingStore(store, index, settings.embedding_producer)
+    pipeline: CandidatePipeline[HomeQuery, FeedCandidate] = CandidatePipeline(
+        query_hydrators=[
+            ViewerHydrator(viewers),
+            InterestHydrator(viewers, store, embedder, AuthoredPosts(thunder_store), settings),
+        ],
+        sources=[InNetworkSource(thunder, settings),
+                 SimilarPostsSource(index, thunder_store, settings)],
+        hydrators=[AnnotationHydrator(store, settings)],
+        filters=[DuplicateFilter(), SeenFilter(), MutedAuthorFilter(), SafetyFilter(settings)],
+        scorers=[WeightedScorer(settings), AuthorDiversityScorer(settings)],
+        selector=TopKSelector(),
+        post_selection_filters=[GoneFilter(thunder_store)],
+        side_effects=[RecordServed(viewers)],
+        component_timeout_s=settings.component_timeout_s,
+    )
+    return HomeFeed(pipeline, settings, index, annotations, viewers, thunder)

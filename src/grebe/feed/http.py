@@ -1,0 +1,73 @@
+"""The home timeline over HTTP: one small JSON endpoint (Starlette; run with uvicorn).
+
+    GET /home/{user_id}?max_results=20&safety_level=strict&debug=1
+    GET /healthz
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from grebe.errors import ConfigError
+from grebe.feed.candidates import FeedCandidate
+from grebe.feed.home import HomeFeed, HomeResult
+
+
+def candidate_json(c: FeedCandidate, debug: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "post_id": c.post_id,
+        "author_id": c.author_id,
+        "created_at": c.created_at,
+        "in_network": c.in_network,
+        "score": round(c.score, 6),
+    }
+    if c.source_post_id:
+        out["retweet_of"] = c.source_post_id
+    if debug:
+        out.update(source=c.source, labels=c.labels, score_parts=c.score_parts,
+                   similarity=c.similarity)
+    return out
+
+
+def result_json(result: HomeResult, debug: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "user_id": result.query.user_id,
+        "posts": [candidate_json(c, debug) for c in result.selected],
+        "retrieved": len(result.retrieved),
+        "filtered": result.filtered_by(),
+        "elapsed_ms": round(result.elapsed_s * 1000, 3),
+    }
+    if result.errors:
+        body["errors"] = result.errors
+    return body
+
+
+def build_feed_app(feed: HomeFeed) -> Starlette:
+    async def home(request: Request) -> Response:
+        params = request.query_params
+        try:
+            max_results = int(params.get("max_results", feed.settings.max_results))
+        except ValueError:
+            return JSONResponse({"error": "max_results must be an integer"}, status_code=400)
+        if not 1 <= max_results <= 1000:
+            return JSONResponse({"error": "max_results must be in 1..1000"}, status_code=400)
+        try:
+            result = await feed.home(request.path_params["user_id"], max_results=max_results,
+                                     safety_level=params.get("safety_level"))
+        except ConfigError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        debug = params.get("debug", "").lower() in {"1", "true", "yes"}
+        return JSONResponse(result_json(result, debug))
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "indexed_posts": len(feed.index)})
+
+    return Starlette(routes=[
+        Route("/home/{user_id}", home, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+    ])

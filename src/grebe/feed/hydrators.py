@@ -1,0 +1,124 @@
+"""Hydrators of the home timeline: the viewer (query) and grebe's annotations (posts)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import numpy as np
+
+from grebe.feed.candidates import FeedCandidate, HomeQuery
+from grebe.feed.indexing import embedding_of
+from grebe.feed.pipeline import Patch
+from grebe.feed.settings import FeedSettings
+from grebe.feed.viewers import ViewerDirectory
+from grebe.inference.base import Embedder
+from grebe.stores.base import AnnotationStore
+from grebe.thunder.store import ThunderStore
+
+
+class ViewerHydrator:
+    """Follows, mutes, seen posts and safety level from the viewer directory; what the
+    caller already put in the query is kept and merged."""
+
+    name = "viewer"
+
+    def __init__(self, viewers: ViewerDirectory) -> None:
+        self.viewers = viewers
+
+    async def hydrate(self, query: HomeQuery) -> Patch:
+        viewer = await self.viewers.get(query.user_id)
+        return {
+            "following": list(dict.fromkeys([*query.following, *viewer.following])),
+            "muted": query.muted | viewer.muted,
+            "seen": query.seen | viewer.seen,
+            "engaged": list(dict.fromkeys([*query.engaged, *viewer.engaged])),
+            "interests": list(dict.fromkeys([*query.interests, *viewer.interests])),
+            "safety_level": query.safety_level or viewer.safety_level,
+        }
+
+
+class InterestHydrator:
+    """The viewer's interest vector: the normalised mean of
+      * the embeddings of posts they engaged with or authored (from the annotation
+        store; authored = their recent posts that thunder holds), newest first, at most
+        `interest_max_posts`, and
+      * the embeddings of their stated interests (text, through the Embedder), which is
+        what a new user with no history starts from.
+    None when there is nothing to go on (then no out-of-network posts are fetched)."""
+
+    name = "interests"
+
+    def __init__(
+        self, viewers: ViewerDirectory, store: AnnotationStore, embedder: Embedder | None,
+        authored: AuthoredPosts | None, settings: FeedSettings,
+    ) -> None:
+        self.viewers = viewers
+        self.store = store
+        self.embedder = embedder
+        self.authored = authored
+        self.settings = settings
+
+    async def hydrate(self, query: HomeQuery) -> Patch:
+        viewer = await self.viewers.get(query.user_id)
+        post_ids = list(dict.fromkeys([*query.engaged, *viewer.engaged]))
+        if self.authored is not None:
+            post_ids += self.authored.recent_post_ids(query.user_id)
+        post_ids = post_ids[: self.settings.interest_max_posts]
+        found = await asyncio.gather(*(self.store.get(pid) for pid in post_ids))
+        vectors = [v for v in (embedding_of(a, self.settings.embedding_producer)
+                               for a in found) if v is not None]
+        interests = list(dict.fromkeys([*query.interests, *viewer.interests]))
+        if interests and self.embedder is not None:
+            vectors.extend(np.asarray(await self.embedder.embed(interests)).tolist())
+        if not vectors:
+            return {"interest_vector": None}
+        dims = {len(v) for v in vectors}
+        if len(dims) != 1:
+            raise ValueError(f"embeddings of different dimensions {sorted(dims)}")
+        mean = np.asarray(vectors, dtype=np.float32).mean(axis=0)
+        norm = float(np.linalg.norm(mean))
+        return {"interest_vector": (mean / norm).tolist() if norm else None}
+
+
+class AuthoredPosts:
+    """The viewer's own recent post ids, newest first, from an in-process ThunderStore."""
+
+    def __init__(self, store: ThunderStore) -> None:
+        self.store = store
+
+    def recent_post_ids(self, user_id: str) -> list[str]:
+        posts = self.store.authors.get(user_id)
+        if posts is None:
+            return []
+        return [p.post_id for p in reversed(posts.originals)]
+
+
+class AnnotationHydrator:
+    """Labels, scores and embedding of each candidate from the annotation store; a
+    retweet gets its source post's (that is the content shown)."""
+
+    name = "annotations"
+
+    def __init__(self, store: AnnotationStore, settings: FeedSettings) -> None:
+        self.store = store
+        self.settings = settings
+        self._limit = asyncio.Semaphore(settings.annotation_concurrency)
+
+    async def _one(self, candidate: FeedCandidate) -> Patch:
+        async with self._limit:
+            annotations = await self.store.get(candidate.content_id)
+        labels: list[str] = []
+        scores: dict[str, float] = {}
+        for annotation in sorted(annotations, key=lambda a: a.updated_at):
+            labels.extend(label for label in annotation.labels if label not in labels)
+            scores.update(annotation.scores)
+        return {
+            "labels": labels,
+            "scores": scores,
+            "embedding": embedding_of(annotations, self.settings.embedding_producer),
+        }
+
+    async def hydrate(self, query: HomeQuery, candidates: Sequence[FeedCandidate]
+                      ) -> Sequence[Patch]:
+        return await asyncio.gather(*(self._one(c) for c in candidates))

@@ -1,0 +1,64 @@
+"""Build the home feed from the configuration, for the CLI and the HTTP server.
+
+The thunder store is replayed from the configured stream (without consuming it); the
+annotation store and the text embedder are the configured ones; in-network posts come
+from that store, or from a thunder service when `feed.thunder_target` is set."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from grebe.config import GrebeConfig
+from grebe.feed.home import HomeFeed, build_home_pipeline
+from grebe.feed.settings import feed_settings
+from grebe.feed.viewers import MemoryViewerDirectory
+from grebe.stores.factory import build_store
+from grebe.thunder.client import GrpcThunderClient
+from grebe.thunder.runner import replay_store
+
+
+@contextlib.asynccontextmanager
+async def feed_from_config(
+    config: GrebeConfig, viewers_file: Path | None = None
+) -> AsyncIterator[HomeFeed]:
+    from grebe.inference.minilm import MiniLMEmbedder
+
+    settings = feed_settings(config.feed)
+    viewers = (MemoryViewerDirectory.from_file(viewers_file) if viewers_file
+               else MemoryViewerDirectory())
+    store = build_store(config)
+    minilm = (config.inference or {}).get("minilm") or {}
+    embedder = MiniLMEmbedder(model_dir=minilm.get("model_dir"))
+    await store.start()
+    try:
+        await embedder.start()
+        thunder_store = await replay_store(config)
+        thunder = GrpcThunderClient(settings.thunder_target) if settings.thunder_target else None
+        feed = build_home_pipeline(config, store, thunder_store, embedder, viewers=viewers,
+                                   thunder=thunder)
+        await feed.index_posts(list(thunder_store.by_id))
+        await feed.start()
+        try:
+            yield feed
+        finally:
+            await feed.aclose()
+    finally:
+        await embedder.stop()
+        await store.stop()
+
+
+async def serve_http(config: GrebeConfig, viewers_file: Path | None = None) -> None:
+    """Serve GET /home/{user_id} until SIGINT/SIGTERM (uvicorn handles the signals)."""
+    import uvicorn
+
+    from grebe.feed.http import build_feed_app
+
+    settings = feed_settings(config.feed)
+    async with feed_from_config(config, viewers_file) as feed:
+        server = uvicorn.Server(uvicorn.Config(
+            build_feed_app(feed), host=settings.http_host, port=settings.http_port,
+            log_level="info",
+        ))
+        await server.serve()

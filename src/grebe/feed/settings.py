@@ -1,0 +1,76 @@
+"""Feed settings, validated from the free-form `feed:` section of the config."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from grebe import constants as C
+from grebe.errors import ConfigError
+
+
+class ScoreWeights(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    recency: float = 1.0
+    quality: float = 0.5
+    similarity: float = 1.0
+    in_network: float = 0.3
+
+
+class FeedSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_results: int = Field(default=50, ge=1, le=1000)
+    in_network_max: int = Field(default=400, ge=0)
+    out_of_network_max: int = Field(default=100, ge=0)
+    #: Out-of-network posts less similar than this to the viewer's interests are not fetched.
+    min_similarity: float = Field(default=0.2, ge=-1.0, le=1.0)
+    weights: ScoreWeights = ScoreWeights()
+    recency_half_life_s: float = Field(default=6 * 3600.0, gt=0)
+    #: The n-th post of an author in one feed is multiplied by decay**n (never below floor).
+    author_diversity_decay: float = Field(default=0.6, gt=0, le=1)
+    author_diversity_floor: float = Field(default=0.1, ge=0, le=1)
+    #: Viewer safety level -> labels that remove a post for that viewer.
+    safety_levels: dict[str, list[str]] = Field(default_factory=lambda: {
+        "strict": ["nsfw", "hate", "offensive", "spam", "unsafe"],
+        "default": ["nsfw", "hate", "spam", "unsafe"],
+        "off": [],
+    })
+    default_safety_level: str = "default"
+    quality_score_key: str = "quality"
+    #: Which producer's embedding represents a post (None: the newest with one).
+    embedding_producer: str | None = None
+    #: The viewer's interest vector uses at most this many engaged and authored posts.
+    interest_max_posts: int = Field(default=100, ge=1)
+    annotation_concurrency: int = Field(default=32, ge=1)
+    component_timeout_s: float = Field(default=1.0, gt=0)
+    #: Where thunder runs: None = in this process; "host:port" = its gRPC service.
+    thunder_target: str | None = None
+    thunder_budget_ms: float = Field(default=50.0, gt=0)
+    http_host: str = "127.0.0.1"
+    http_port: int = Field(default=C.DEFAULT_FEED_PORT, ge=0, le=65535)
+
+    def blocked_labels(self, level: str | None) -> frozenset[str]:
+        level = level or self.default_safety_level
+        if level not in self.safety_levels:
+            raise ConfigError(
+                f"unknown safety level {level!r}; known: {', '.join(sorted(self.safety_levels))}"
+            )
+        return frozenset(self.safety_levels[level])
+
+
+def feed_settings(raw: dict[str, Any] | FeedSettings | None) -> FeedSettings:
+    """Validate the `feed:` config section; ConfigError names every bad field."""
+    if isinstance(raw, FeedSettings):
+        return raw
+    try:
+        settings = FeedSettings(**(raw or {}))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"feed.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigError(f"invalid feed configuration: {problems}") from exc
+    settings.blocked_labels(None)  # the default level must exist
+    return settings

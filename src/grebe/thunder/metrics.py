@@ -1,0 +1,81 @@
+"""Thunder's Prometheus metrics. Names are fixed literals here, never built from data.
+
+Each `ThunderMetrics` owns its registry (the process default one only when asked), so a
+test can start several services in one process without name clashes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from grebe.thunder.store import ThunderStore
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
+
+
+class ThunderMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.in_flight = Gauge(
+            "grebe_thunder_requests_in_flight", "GetInNetworkPosts calls being served", registry=r
+        )
+        self.requests = Counter(
+            "grebe_thunder_requests_total", "GetInNetworkPosts calls by status code",
+            ["code"], registry=r,
+        )
+        self.rejected = Counter(
+            "grebe_thunder_requests_rejected_total",
+            "Calls shed with RESOURCE_EXHAUSTED because the concurrency limit was reached",
+            registry=r,
+        )
+        self.timeouts = Counter(
+            "grebe_thunder_request_timeouts_total",
+            "Calls whose time budget ran out (partial results returned)", registry=r,
+        )
+        self.latency = Histogram(
+            "grebe_thunder_request_seconds", "GetInNetworkPosts latency",
+            buckets=LATENCY_BUCKETS, registry=r,
+        )
+        self.returned = Histogram(
+            "grebe_thunder_returned_posts", "Posts returned per call",
+            buckets=(0, 10, 50, 100, 200, 500, 1000, 2000, 5000), registry=r,
+        )
+        self.ingested = Counter(
+            "grebe_thunder_ingest_events_total", "Events consumed, by outcome",
+            ["outcome"], registry=r,
+        )
+        self.ready = Gauge(
+            "grebe_thunder_ingest_ready", "1 once ingest caught up with the stream head",
+            registry=r,
+        )
+        self.store_posts = Gauge(
+            "grebe_thunder_store_posts", "Posts held in the store", registry=r
+        )
+        self.store_authors = Gauge(
+            "grebe_thunder_store_authors", "Authors with at least one post held", registry=r
+        )
+        self.freshness = Gauge(
+            "grebe_thunder_freshness_seconds",
+            "Age of the newest post held (now - its created_at)", registry=r,
+        )
+        self.ingest_lag = Gauge(
+            "grebe_thunder_ingest_lag_seconds",
+            "Age of the last message applied when it was applied (0 when idle at head)",
+            registry=r,
+        )
+
+    def watch_store(self, store: ThunderStore) -> None:
+        """Compute the store gauges at scrape time instead of on every write."""
+        self.store_posts.set_function(lambda: len(store))
+        self.store_authors.set_function(lambda: store.author_count)
+        self.freshness.set_function(
+            lambda: max(0.0, time.time() - store.newest_created_at)
+            if store.newest_created_at else 0.0
+        )
+
+    def watch_lag(self, lag_seconds: Callable[[], float]) -> None:
+        self.ingest_lag.set_function(lag_seconds)

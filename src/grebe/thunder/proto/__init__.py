@@ -1,0 +1,1 @@
+"""Generated gRPC modules for thunder (see generate.py); do not edit *_pb2*.py by hand."""

@@ -1,0 +1,203 @@
+"""The gRPC face of thunder: GetInNetworkPosts, health, metrics, load shedding.
+
+Overload policy: a call that finds `max_concurrent_requests` calls already in flight is
+refused at once with RESOURCE_EXHAUSTED rather than queued, so the callers that were
+admitted keep their latency and the client can retry elsewhere. Every admitted call
+has a time budget (the configured one, shortened by the client's deadline); when it
+runs out the call returns the newest posts of the authors scanned so far, flagged
+`partial`. Health reports NOT_SERVING until ingest has caught up with the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from grebe.thunder.metrics import ThunderMetrics
+from grebe.thunder.proto import thunder_pb2, thunder_pb2_grpc
+from grebe.thunder.settings import ThunderSettings
+from grebe.thunder.store import InNetworkQuery, InNetworkResult, LightPost, ThunderStore
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = thunder_pb2.DESCRIPTOR.services_by_name["InNetworkPosts"].full_name
+COMPRESSION = {
+    "gzip": grpc.Compression.Gzip,
+    "deflate": grpc.Compression.Deflate,
+    "none": grpc.Compression.NoCompression,
+}
+#: Keep this share of the client's remaining deadline for encoding and the network.
+DEADLINE_SHARE = 0.8
+
+
+async def run_scan(store: ThunderStore, query: InNetworkQuery) -> InNetworkResult:
+    """Run a store scan, yielding to the event loop between chunks of authors."""
+    scan = store.scan(query)
+    try:
+        while True:
+            next(scan)
+            await asyncio.sleep(0)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+def to_proto(post: LightPost) -> thunder_pb2.LightPost:
+    return thunder_pb2.LightPost(
+        post_id=post.post_id,
+        author_id=post.author_id,
+        created_at=post.created_at,
+        is_reply=post.in_reply_to_post_id is not None,
+        is_retweet=post.source_post_id is not None,
+        in_reply_to_post_id=post.in_reply_to_post_id,
+        in_reply_to_author_id=post.in_reply_to_author_id,
+        conversation_id=post.conversation_id,
+        source_post_id=post.source_post_id,
+        source_author_id=post.source_author_id,
+        quote_of_post_id=post.quote_of_post_id,
+        has_video=post.has_video,
+        conversation_author_id=post.conversation_author_id,
+        video_eligible=post.video_eligible,
+    )
+
+
+class InNetworkPostsService(thunder_pb2_grpc.InNetworkPostsServicer):
+    def __init__(
+        self, store: ThunderStore, settings: ThunderSettings | None = None,
+        metrics: ThunderMetrics | None = None,
+    ) -> None:
+        self.store = store
+        self.settings = settings or store.settings
+        self.metrics = metrics or ThunderMetrics()
+        self.in_flight = 0
+
+    async def GetInNetworkPosts(  # the gRPC method name
+        self, request: thunder_pb2.GetInNetworkPostsRequest, context: grpc.aio.ServicerContext,
+    ) -> thunder_pb2.GetInNetworkPostsResponse:
+        s, m = self.settings, self.metrics
+        if self.in_flight >= s.max_concurrent_requests:
+            m.rejected.inc()
+            m.requests.labels(grpc.StatusCode.RESOURCE_EXHAUSTED.name).inc()
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"thunder is at its limit of {s.max_concurrent_requests} concurrent calls",
+            )
+        problem = self._invalid(request)
+        if problem:
+            m.requests.labels(grpc.StatusCode.INVALID_ARGUMENT.name).inc()
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
+        self.in_flight += 1
+        m.in_flight.inc()
+        started = time.perf_counter()
+        try:
+            budget = s.request_budget_ms / 1000.0
+            remaining = context.time_remaining()
+            if remaining is not None:
+                budget = min(budget, max(0.0, remaining * DEADLINE_SHARE))
+            query = InNetworkQuery(
+                user_id=request.user_id,
+                following_user_ids=list(request.following_user_ids),
+                exclude_post_ids=set(request.exclude_post_ids),
+                max_results=request.max_results or s.default_max_results,
+                is_video_request=request.is_video_request,
+                budget_s=budget,
+            )
+            result = await run_scan(self.store, query)
+            response = thunder_pb2.GetInNetworkPostsResponse(
+                posts=[to_proto(p) for p in result.posts], partial=result.partial,
+            )
+            if request.debug:
+                newest = self.store.newest_created_at
+                response.debug.CopyFrom(thunder_pb2.DebugInfo(
+                    authors_scanned=result.authors_scanned,
+                    candidates=result.candidates,
+                    elapsed_ms=result.elapsed_s * 1000.0,
+                    store_posts=len(self.store),
+                    freshness_s=max(0.0, time.time() - newest) if newest else 0.0,
+                ))
+            if result.partial:
+                m.timeouts.inc()
+            m.returned.observe(len(result.posts))
+            m.requests.labels(grpc.StatusCode.OK.name).inc()
+            return response
+        finally:
+            self.in_flight -= 1
+            m.in_flight.dec()
+            m.latency.observe(time.perf_counter() - started)
+
+    def _invalid(self, request: thunder_pb2.GetInNetworkPostsRequest) -> str | None:
+        s = self.settings
+        if not request.user_id:
+            return "user_id is required"
+        if len(request.following_user_ids) > s.max_following:
+            return (f"following_user_ids has {len(request.following_user_ids)} ids; "
+                    f"the limit is {s.max_following}")
+        if len(request.exclude_post_ids) > s.max_excluded:
+            return (f"exclude_post_ids has {len(request.exclude_post_ids)} ids; "
+                    f"the limit is {s.max_excluded}")
+        if request.max_results > s.max_results_cap:
+            return f"max_results {request.max_results} is above the limit of {s.max_results_cap}"
+        return None
+
+
+class ThunderServer:
+    """A grpc.aio server with the InNetworkPosts and Health services.
+
+    `ready` (from ingest) switches health to SERVING; without one it serves at once."""
+
+    def __init__(
+        self, store: ThunderStore, settings: ThunderSettings | None = None,
+        metrics: ThunderMetrics | None = None, ready: asyncio.Event | None = None,
+    ) -> None:
+        self.settings = settings or store.settings
+        self.metrics = metrics or ThunderMetrics()
+        self.metrics.watch_store(store)
+        self.service = InNetworkPostsService(store, self.settings, self.metrics)
+        self.health = health.aio.HealthServicer()
+        self._ready = ready
+        self._server: grpc.aio.Server | None = None
+        self._watch: asyncio.Task[None] | None = None
+        self.port = 0
+
+    async def start(self) -> int:
+        """Bind and start; returns the port (useful with port 0)."""
+        s = self.settings
+        server = grpc.aio.server(compression=COMPRESSION[s.compression])
+        thunder_pb2_grpc.add_InNetworkPostsServicer_to_server(self.service, server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        self.port = server.add_insecure_port(f"{s.host}:{s.port}")
+        if not self.port:
+            raise OSError(f"thunder: cannot bind {s.host}:{s.port}")
+        await server.start()
+        self._server = server
+        if self._ready is None or self._ready.is_set():
+            await self._set_serving()
+        else:
+            for name in ("", SERVICE_NAME):
+                await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+            self._watch = asyncio.create_task(self._serve_when_ready(self._ready))
+        log.info("thunder serving on %s:%d", s.host, self.port)
+        return self.port
+
+    async def _serve_when_ready(self, ready: asyncio.Event) -> None:
+        await ready.wait()
+        await self._set_serving()
+
+    async def _set_serving(self) -> None:
+        for name in ("", SERVICE_NAME):
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    async def stop(self, grace_s: float = 2.0) -> None:
+        """Report NOT_SERVING, let in-flight calls finish within `grace_s`, stop."""
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
+        if self._server is not None:
+            await self.health.enter_graceful_shutdown()
+            await self._server.stop(grace_s)
+            self._server = None

@@ -1,0 +1,71 @@
+"""Thunder's settings, validated from the free-form `thunder:` section of the config.
+
+Every default lives here (arq-style), so the store, the ingest loop and the gRPC service
+read one object instead of scattering numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from grebe import constants as C
+from grebe.errors import ConfigError
+
+TWO_DAYS_S = 2 * 24 * 3600.0
+
+
+class ThunderSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # --- store ---
+    retention_s: float = Field(default=TWO_DAYS_S, gt=0)
+    trim_interval_s: float = Field(default=60.0, gt=0)
+    #: How many posts of each kind one author keeps; older ones are evicted on insert.
+    max_originals_per_author: int = Field(default=64, ge=1)
+    max_secondary_per_author: int = Field(default=64, ge=1)  # replies and retweets
+    max_videos_per_author: int = Field(default=32, ge=1)
+
+    # --- query (per-author caps applied when serving) ---
+    serve_originals_per_author: int = Field(default=5, ge=0)
+    serve_secondary_per_author: int = Field(default=3, ge=0)
+    serve_videos_per_author: int = Field(default=3, ge=0)
+    default_max_results: int = Field(default=800, ge=1)
+    max_results_cap: int = Field(default=5000, ge=1)
+    max_following: int = Field(default=20_000, ge=1)
+    max_excluded: int = Field(default=20_000, ge=0)
+    request_budget_ms: float = Field(default=100.0, gt=0)
+    #: Authors scanned between two yields to the event loop (and budget checks).
+    scan_chunk: int = Field(default=256, ge=1)
+
+    # --- ingest ---
+    topic: str = C.DEFAULT_INPUT_TOPIC
+    group: str = "thunder"
+    #: The store lives in memory, so a restart must re-read the retained stream. True:
+    #: each start consumes under a fresh group (`<group>-<pid>-<time>`), from the
+    #: beginning of what the broker retains. False: resume from `group`'s offsets
+    #: (only right if something else restores the store).
+    replay_on_start: bool = True
+    poll_batch: int = Field(default=1024, ge=1)
+    poll_timeout_s: float = Field(default=0.5, gt=0)
+
+    # --- gRPC service ---
+    host: str = "127.0.0.1"
+    port: int = Field(default=C.DEFAULT_THUNDER_PORT, ge=0, le=65535)  # 0: a free port
+    max_concurrent_requests: int = Field(default=64, ge=1)
+    compression: Literal["gzip", "deflate", "none"] = "gzip"
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+
+
+def thunder_settings(raw: dict[str, Any] | ThunderSettings | None) -> ThunderSettings:
+    """Validate the `thunder:` config section; ConfigError names every bad field."""
+    if isinstance(raw, ThunderSettings):
+        return raw
+    try:
+        return ThunderSettings(**(raw or {}))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"thunder.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigError(f"invalid thunder configuration: {problems}") from exc

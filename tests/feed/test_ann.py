@@ -1,0 +1,62 @@
+"""The usearch-backed ANN index: add, replace, remove, search by cosine."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grebe.feed.ann import ANNError, PostANNIndex
+
+
+def unit(*xs: float) -> np.ndarray:
+    v = np.asarray(xs, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+def test_nearest_by_cosine_most_similar_first() -> None:
+    index = PostANNIndex(3)
+    index.add("x", unit(1, 0, 0))
+    index.add("xy", unit(1, 1, 0))
+    index.add("z", unit(0, 0, 1))
+    index.add("scaled_x", [5.0, 0.0, 0.0])  # cosine ignores length
+    got = index.search(unit(1, 0.1, 0), k=3)
+    assert [pid for pid, _ in got][:2] in (["x", "scaled_x"], ["scaled_x", "x"])
+    assert got[2][0] == "xy"
+    assert got[0][1] == pytest.approx(float(unit(1, 0.1, 0) @ unit(1, 0, 0)), abs=1e-4)
+
+
+def test_remove_replace_and_exclude() -> None:
+    index = PostANNIndex(2)
+    index.add_many(["a", "b"], [[1.0, 0.0], [0.0, 1.0]])
+    assert index.remove("a") and not index.remove("a")
+    assert [pid for pid, _ in index.search([1.0, 0.0], k=2)] == ["b"]
+    index.add("b", [1.0, 0.0])  # re-adding replaces the vector
+    assert len(index) == 1
+    assert index.search([1.0, 0.0], k=1)[0][1] == pytest.approx(1.0, abs=1e-5)
+    assert index.search([1.0, 0.0], k=1, exclude={"b"}) == []
+
+
+def test_many_posts_recall() -> None:
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(2000, 32)).astype(np.float32)
+    index = PostANNIndex(32)
+    index.add_many([f"p{i}" for i in range(2000)], vectors)
+    normed = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    hits = 0
+    for q in range(50):
+        exact = {f"p{i}" for i in np.argsort(-(normed @ normed[q]))[:10]}
+        hits += len(exact & {pid for pid, _ in index.search(vectors[q], k=10)})
+    assert hits / 500 >= 0.9  # HNSW is approximate, but not by much at this size
+
+
+def test_bad_vectors_are_refused() -> None:
+    index = PostANNIndex(3)
+    with pytest.raises(ANNError):
+        index.add("a", [1.0, 2.0])
+    with pytest.raises(ANNError):
+        index.add("a", [float("nan"), 0.0, 1.0])
+    with pytest.raises(ANNError):
+        index.add_many(["a", "b"], [[1.0, 0.0, 0.0]])
+    index.add("zero", [0.0, 0.0, 0.0])  # no direction: not indexed, not an error
+    assert "zero" not in index
+    assert index.search([0.0, 0.0, 0.0], k=3) == []

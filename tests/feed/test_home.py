@@ -1,0 +1,168 @@
+"""The home timeline on a real SQLite annotation store, a real thunder store (and its
+gRPC service), and a deterministic embedder double (hashed words)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from grebe.errors import ConfigError
+from grebe.feed.home import HomeFeed, build_home_pipeline
+from grebe.feed.http import build_feed_app
+from grebe.feed.viewers import MemoryViewerDirectory, Viewer
+from grebe.inference.fakes import HashEmbedder
+from grebe.stores.sqlite import SqliteStore
+from grebe.thunder.client import GrpcThunderClient
+from grebe.thunder.events import PostCreate
+from grebe.thunder.service import ThunderServer
+from grebe.thunder.settings import ThunderSettings
+from grebe.thunder.store import ThunderStore
+from grebe.types import Annotation
+
+NOW = time.time()
+
+# post id -> (author, text, labels, age in seconds, retweet of)
+POSTS: dict[str, tuple[str, str, list[str], float, str | None]] = {
+    "b1": ("bob", "morning coffee and a new jazz record", ["safe"], 600, None),
+    "b2": ("bob", "explicit photo set", ["nsfw"], 500, None),
+    "b3": ("bob", "", [], 400, "c1"),  # bob retweets carol's post
+    "b4": ("bob", "already seen this one", ["safe"], 300, None),
+    "e1": ("erin", "jazz news from a muted account", ["safe"], 200, None),
+    "c1": ("carol", "jazz saxophone concert tonight live jazz", ["safe"], 700, None),
+    "c2": ("carol", "live jazz saxophone solo video", ["safe"], 650, None),
+    "d1": ("dave", "football match results and league table", ["safe"], 100, None),
+    "x1": ("xavier", "best jazz saxophone albums ever", ["safe"], 5000, None),
+}
+
+
+@dataclass
+class World:
+    feed: HomeFeed
+    thunder_store: ThunderStore
+    viewers: MemoryViewerDirectory
+    embedder: HashEmbedder
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> AsyncIterator[World]:
+    store = SqliteStore(tmp_path / "annotations.db")
+    await store.start()
+    thunder_store = ThunderStore(ThunderSettings())
+    viewers = MemoryViewerDirectory({
+        "alice": Viewer(user_id="alice", following=["bob", "erin"], muted={"erin"},
+                        seen={"b4"}, engaged=["x1"]),
+    })
+    embedder = HashEmbedder(dim=64)
+    feed = build_home_pipeline({"min_similarity": 0.3}, store, thunder_store, embedder,
+                               viewers=viewers)
+    for post_id, (author, text, labels, age, retweet_of) in POSTS.items():
+        thunder_store.apply(PostCreate(post_id=post_id, author_id=author,
+                                       created_at=NOW - age, retweet_of_post_id=retweet_of))
+        if text:
+            vector = (await embedder.embed([text]))[0].tolist()
+            await feed.annotations.upsert([
+                Annotation(post_id=post_id, producer="safety", version="1", labels=labels),
+                Annotation(post_id=post_id, producer="embedding", version="1",
+                           embedding=vector, scores={"quality": 0.5}),
+            ])
+    await feed.start()
+    yield World(feed, thunder_store, viewers, embedder)
+    await feed.aclose()
+    await store.stop()
+
+
+def ids(posts) -> list[str]:  # type: ignore[no-untyped-def]
+    return [c.post_id for c in posts]
+
+
+async def test_home_timeline(world: World) -> None:
+    result = await world.feed.home("alice")
+    selected = {c.post_id: c for c in result.selected}
+    filtered = {f.candidate.post_id: f.filter for f in result.filtered}
+    assert result.errors == {}
+    # The unsafe in-network post is filtered by the safety filter.
+    assert filtered["b2"] == "safety" and "b2" not in selected
+    # Muted author (followed, but muted).
+    assert filtered["e1"] == "muted_author"
+    # Seen posts never come back (thunder excludes them already).
+    assert "b4" not in ids(result.retrieved)
+    # An out-of-network post similar to the viewer's interests appears...
+    assert selected["c2"].in_network is False
+    assert selected["c2"].similarity is not None and selected["c2"].similarity > 0.3
+    # The post the viewer engaged with shaped the interests but is not served again.
+    assert "x1" not in ids(result.retrieved)
+    # ...and the dissimilar one is not retrieved at all.
+    assert "d1" not in ids(result.retrieved)
+    # carol's c1 came twice (bob's retweet in network, c1 out of network): kept once.
+    assert ("b3" in selected) != ("c1" in selected)
+    assert "duplicate" in result.filtered_by()
+    assert selected["b1"].in_network and "recency" in selected["b1"].score_parts
+    scores = [c.score for c in result.selected]
+    assert scores == sorted(scores, reverse=True)
+
+
+async def test_served_posts_are_remembered_and_not_repeated(world: World) -> None:
+    first = await world.feed.home("alice", max_results=2)
+    await world.feed.pipeline.aclose()  # the side effect ran
+    assert set(ids(first.selected)) <= world.viewers.viewers["alice"].seen
+    second = await world.feed.home("alice", max_results=2)
+    assert not set(ids(first.selected)) & set(ids(second.selected))
+
+
+async def test_safety_levels(world: World) -> None:
+    relaxed = await world.feed.home("alice", safety_level="off")
+    assert "b2" in ids(relaxed.selected)
+    with pytest.raises(ConfigError):
+        await world.feed.home("alice", safety_level="nonsense")
+
+
+async def test_new_user_with_stated_interests_gets_similar_posts(world: World) -> None:
+    result = await world.feed.home("newbie", interests=["jazz saxophone"])
+    assert result.selected and all(not c.in_network for c in result.selected)
+    assert {"c1", "c2", "x1"} >= set(ids(result.selected))
+    nothing = await world.feed.home("stranger")
+    assert nothing.selected == [] and nothing.errors == {}
+
+
+async def test_deleted_posts_disappear(world: World) -> None:
+    world.thunder_store.delete("c2")
+    result = await world.feed.home("alice")
+    assert "c2" not in ids(result.retrieved)
+
+
+async def test_http_endpoint(world: World) -> None:
+    with TestClient(build_feed_app(world.feed)) as client:
+        body = client.get("/home/alice", params={"debug": "1", "max_results": "3"}).json()
+        assert len(body["posts"]) == 3
+        assert body["filtered"]["safety"] == 1
+        assert {"labels", "score_parts", "source"} <= set(body["posts"][0])
+        assert client.get("/home/alice", params={"max_results": "x"}).status_code == 400
+        assert client.get("/home/alice", params={"safety_level": "x"}).status_code == 400
+        assert client.get("/healthz").json()["indexed_posts"] == 8
+
+
+async def test_in_network_over_grpc_matches_in_process(world: World) -> None:
+    local = await world.feed.home("alice")
+    server = ThunderServer(world.thunder_store, ThunderSettings(port=0))
+    port = await server.start()
+    try:
+        remote_feed = build_home_pipeline(
+            {"min_similarity": 0.3}, world.feed.annotations.store, world.thunder_store,
+            world.embedder, index=world.feed.index,
+            viewers=MemoryViewerDirectory({"alice": Viewer(
+                following=["bob", "erin"], muted={"erin"}, seen={"b4"}, engaged=["x1"])}),
+            thunder=GrpcThunderClient(f"127.0.0.1:{port}"),
+        )
+        await remote_feed.start()
+        remote = await remote_feed.home("alice")
+        await remote_feed.aclose()
+    finally:
+        await server.stop(0)
+    assert ids(remote.selected) == ids(local.selected)
+    assert remote.errors == {}
+
