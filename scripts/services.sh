@@ -1,4 +1,350 @@
 #!/usr/bin/env bash
-# Placeholder until the real-brokers work lands: starts nothing.
+# The real servers grebe talks to at scale, on 127.0.0.1 only:
+#   Redis 6379, RabbitMQ 5672, PostgreSQL 5432 (role/db grebe/grebe), Kafka 9092 (KRaft,
+#   controller on 9093).
+# Usage: scripts/services.sh up|down|status [redis|postgres|rabbitmq|kafka ...]
+#
+# Works as root on a fresh Debian 12 machine without systemd (daemons are started
+# directly, never through systemctl) and as a sudo-capable user. Idempotent: `up` on a
+# running service only checks that it answers. Kafka's jars come from Maven Central once
+# into .cache/kafka/libs and its storage is formatted once, so reruns take seconds.
+# Logs: .cache/services/logs/.
 set -euo pipefail
-echo "services: none configured yet"
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+CACHE=$ROOT/.cache/services
+LOGS=$CACHE/logs
+KAFKA_HOME=$ROOT/.cache/kafka
+KAFKA_VERSION=${GREBE_KAFKA_VERSION:-3.9.1}
+SLF4J_VERSION=1.7.36
+HOST=127.0.0.1
+REDIS_PORT=6379
+RABBIT_PORT=5672
+PG_PORT=5432
+KAFKA_PORT=9092
+KAFKA_CONTROLLER_PORT=9093
+WAIT_S=${GREBE_SERVICES_WAIT_S:-90}
+ALL_SERVICES=(redis postgres rabbitmq kafka)
+
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+mkdir -p "$LOGS"
+
+log() { printf '==> %s\n' "$*"; }
+die() { printf 'services: error: %s\n' "$*" >&2; exit 1; }
+
+# ---------------------------------------------------------------- helpers
+
+port_open() {  # port_open PORT: true when something accepts TCP connections on it
+  (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null
+}
+
+wait_for() {  # wait_for NAME LOGFILE CHECK...: run CHECK until it passes or WAIT_S runs out
+  local name=$1 logfile=$2; shift 2
+  local deadline=$((SECONDS + WAIT_S))
+  until "$@" >/dev/null 2>&1; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      echo "services: $name did not answer within ${WAIT_S}s; last lines of $logfile:" >&2
+      tail -n 30 "$logfile" >&2 2>/dev/null || true
+      exit 1
+    fi
+    sleep 0.5
+  done
+}
+
+as_user() {  # as_user USER CMD...: run a command as a system user (root or sudo)
+  local user=$1; shift
+  if [ "$(id -u)" -eq 0 ]; then runuser -u "$user" -- "$@"; else sudo -u "$user" -- "$@"; fi
+}
+
+pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+missing_packages() {  # missing_packages SERVICE: the apt packages it still needs
+  case $1 in
+    redis) pkg_installed redis-server || echo redis-server ;;
+    postgres) pkg_installed postgresql || echo postgresql ;;
+    rabbitmq) pkg_installed rabbitmq-server || echo rabbitmq-server ;;
+    kafka)
+      command -v java >/dev/null || echo openjdk-17-jre-headless
+      command -v mvn >/dev/null || echo maven
+      ;;
+  esac
+}
+
+ensure_packages() {  # one `apt-get update` and one install for everything missing
+  local missing=() svc
+  for svc in "$@"; do
+    # shellcheck disable=SC2207
+    missing+=($(missing_packages "$svc"))
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "apt: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  # Without systemd the packages' own start attempts may fail; we start the daemons below.
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >"$LOGS/apt.log" 2>&1 || { tail -n 30 "$LOGS/apt.log" >&2; die "apt failed"; }
+}
+
+# ---------------------------------------------------------------- redis
+
+redis_ping() { [ "$(redis-cli -h "$HOST" -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ]; }
+
+redis_up() {
+  if redis_ping; then log "redis: already running on $HOST:$REDIS_PORT"; return; fi
+  mkdir -p "$CACHE/redis"
+  # A test/dev cache: no snapshots, no AOF (nothing in it must outlive the server).
+  redis-server --bind "$HOST" --port "$REDIS_PORT" --daemonize yes --save '' \
+    --appendonly no --dir "$CACHE/redis" --pidfile "$CACHE/redis.pid" \
+    --logfile "$LOGS/redis.log" 9>&-
+  wait_for redis "$LOGS/redis.log" redis_ping
+  log "redis: up on $HOST:$REDIS_PORT"
+}
+
+redis_down() {
+  if redis_ping; then redis-cli -h "$HOST" -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1 || true; fi
+  log "redis: stopped"
+}
+
+redis_status() { redis_ping && echo "redis     up    $HOST:$REDIS_PORT" || echo "redis     down"; }
+
+# ---------------------------------------------------------------- postgres
+
+pg_version() { find /usr/lib/postgresql -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | sort -V | tail -n1; }
+
+pg_ready() { pg_isready -q -h "$HOST" -p "$PG_PORT"; }
+
+pg_up() {
+  local version; version=$(pg_version)
+  [ -n "$version" ] || die "postgres: no server found under /usr/lib/postgresql"
+  if ! pg_ready; then
+    if ! pg_lsclusters -h 2>/dev/null | awk -v v="$version" '$1==v && $2=="main"' | grep -q .; then
+      log "postgres: creating cluster $version/main"
+      $SUDO pg_createcluster "$version" main -p "$PG_PORT" >"$LOGS/postgres-create.log" 2>&1 \
+        || { cat "$LOGS/postgres-create.log" >&2; die "postgres: pg_createcluster failed"; }
+    fi
+    local port; port=$(pg_lsclusters -h | awk -v v="$version" '$1==v && $2=="main" {print $3}')
+    [ "$port" = "$PG_PORT" ] || die "postgres: cluster $version/main is configured for port $port, expected $PG_PORT"
+    echo "listen_addresses = '$HOST'" | $SUDO tee "/etc/postgresql/$version/main/conf.d/grebe.conf" >/dev/null
+    # Without systemd, pg_ctlcluster starts the server itself, as the postgres user.
+    $SUDO pg_ctlcluster "$version" main start >"$LOGS/postgres-start.log" 2>&1 9>&- || true
+    wait_for postgres "/var/log/postgresql/postgresql-$version-main.log" pg_ready
+  fi
+  if [ "$(as_user postgres psql -p "$PG_PORT" -tAc "SELECT 1 FROM pg_roles WHERE rolname='grebe'")" != 1 ]; then
+    as_user postgres psql -q -p "$PG_PORT" -c "CREATE ROLE grebe LOGIN PASSWORD 'grebe' CREATEDB" >/dev/null
+  fi
+  if [ "$(as_user postgres psql -p "$PG_PORT" -tAc "SELECT 1 FROM pg_database WHERE datname='grebe'")" != 1 ]; then
+    as_user postgres createdb -p "$PG_PORT" -O grebe grebe
+  fi
+  log "postgres: up on $HOST:$PG_PORT (db grebe, user grebe)"
+}
+
+pg_down() {
+  local version; version=$(pg_version)
+  if [ -n "$version" ] && pg_ready; then $SUDO pg_ctlcluster "$version" main stop -m fast || true; fi
+  log "postgres: stopped"
+}
+
+pg_status() { pg_ready && echo "postgres  up    $HOST:$PG_PORT" || echo "postgres  down"; }
+
+# ---------------------------------------------------------------- rabbitmq
+
+rabbit_env() {
+  # Bind AMQP, epmd and Erlang distribution to loopback only.
+  export RABBITMQ_NODE_IP_ADDRESS=$HOST RABBITMQ_NODE_PORT=$RABBIT_PORT ERL_EPMD_ADDRESS=$HOST
+  export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+}
+
+rabbit_up() {
+  if port_open "$RABBIT_PORT"; then log "rabbitmq: already running on $HOST:$RABBIT_PORT"; return; fi
+  rabbit_env
+  # Debian's wrapper drops to the rabbitmq user; setsid keeps it alive after we exit.
+  setsid nohup rabbitmq-server >"$LOGS/rabbitmq.log" 2>&1 </dev/null 9>&- &
+  wait_for rabbitmq "$LOGS/rabbitmq.log" port_open "$RABBIT_PORT"
+  $SUDO rabbitmq-diagnostics -q ping >/dev/null || die "rabbitmq: port open but node does not answer ping"
+  log "rabbitmq: up on $HOST:$RABBIT_PORT (guest/guest)"
+}
+
+rabbit_down() {
+  if port_open "$RABBIT_PORT"; then rabbit_env; $SUDO rabbitmqctl -q shutdown >/dev/null 2>&1 || true; fi
+  log "rabbitmq: stopped"
+}
+
+rabbit_status() { port_open "$RABBIT_PORT" && echo "rabbitmq  up    $HOST:$RABBIT_PORT" || echo "rabbitmq  down"; }
+
+# ---------------------------------------------------------------- kafka
+
+kafka_fetch() {
+  local marker=$KAFKA_HOME/libs/.complete-$KAFKA_VERSION
+  [ -f "$marker" ] && return 0
+  log "kafka: fetching kafka_2.13 $KAFKA_VERSION jars from Maven Central"
+  mkdir -p "$KAFKA_HOME"
+  rm -rf "$KAFKA_HOME/libs"
+  cat >"$KAFKA_HOME/pom.xml" <<EOF
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>grebe</groupId><artifactId>kafka-runtime</artifactId><version>1</version>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$KAFKA_VERSION</version></dependency>
+    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-reload4j</artifactId><version>$SLF4J_VERSION</version></dependency>
+  </dependencies>
+</project>
+EOF
+  mvn -q -B -f "$KAFKA_HOME/pom.xml" dependency:copy-dependencies -DincludeScope=runtime \
+    -DoutputDirectory="$KAFKA_HOME/libs" >"$LOGS/kafka-fetch.log" 2>&1 \
+    || { tail -n 30 "$LOGS/kafka-fetch.log" >&2; die "kafka: mvn could not fetch the jars"; }
+  touch "$marker"
+}
+
+kafka_configure() {
+  mkdir -p "$KAFKA_HOME/data"
+  cat >"$KAFKA_HOME/server.properties" <<EOF
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@$HOST:$KAFKA_CONTROLLER_PORT
+listeners=PLAINTEXT://$HOST:$KAFKA_PORT,CONTROLLER://$HOST:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://$HOST:$KAFKA_PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$KAFKA_HOME/data
+num.partitions=1
+auto.create.topics.enable=true
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=8
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+group.initial.rebalance.delay.ms=0
+num.network.threads=2
+num.io.threads=4
+log.retention.hours=24
+log.segment.bytes=67108864
+EOF
+  cat >"$KAFKA_HOME/log4j.properties" <<EOF
+log4j.rootLogger=WARN, file
+log4j.appender.file=org.apache.log4j.RollingFileAppender
+log4j.appender.file.File=$LOGS/kafka.log
+log4j.appender.file.MaxFileSize=10MB
+log4j.appender.file.MaxBackupIndex=2
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.server.KafkaServer=INFO
+log4j.logger.kafka.server.BrokerServer=INFO
+EOF
+}
+
+kafka_java() {
+  java -Xms256m -Xmx768m -XX:+UseG1GC -Djava.awt.headless=true \
+    -Dlog4j.configuration="file:$KAFKA_HOME/log4j.properties" -cp "$KAFKA_HOME/libs/*" "$@"
+}
+
+kafka_format() {
+  [ -f "$KAFKA_HOME/data/meta.properties" ] && return 0
+  log "kafka: formatting KRaft storage"
+  local cluster_id; cluster_id=$(kafka_java kafka.tools.StorageTool random-uuid)
+  kafka_java kafka.tools.StorageTool format -t "$cluster_id" -c "$KAFKA_HOME/server.properties" \
+    >"$LOGS/kafka-format.log" 2>&1 || { cat "$LOGS/kafka-format.log" >&2; die "kafka: format failed"; }
+}
+
+kafka_metadata() {  # a real metadata request, not just an open port
+  if [ -x "$ROOT/.venv/bin/python" ]; then
+    "$ROOT/.venv/bin/python" - "$HOST:$KAFKA_PORT" <<'EOF'
+import asyncio, sys
+from aiokafka.admin import AIOKafkaAdminClient
+
+async def main() -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=sys.argv[1], request_timeout_ms=5000)
+    await admin.start()
+    try:
+        await admin.list_topics()
+    finally:
+        await admin.close()
+
+asyncio.run(main())
+EOF
+  else
+    kafka_java kafka.admin.BrokerApiVersionsCommand --bootstrap-server "$HOST:$KAFKA_PORT"
+  fi
+}
+
+kafka_pid() {
+  local pid
+  pid=$(cat "$CACHE/kafka.pid" 2>/dev/null) || return 1
+  kill -0 "$pid" 2>/dev/null && echo "$pid"
+}
+
+kafka_up() {
+  if kafka_pid >/dev/null || port_open "$KAFKA_PORT"; then
+    wait_for kafka "$LOGS/kafka.log" kafka_metadata
+    log "kafka: already running on $HOST:$KAFKA_PORT"; return
+  fi
+  kafka_fetch
+  kafka_configure
+  kafka_format
+  # setsid/nohup exec in place, so $! is the JVM's pid.
+  setsid nohup java -Xms256m -Xmx768m -XX:+UseG1GC -Djava.awt.headless=true \
+    -Dlog4j.configuration="file:$KAFKA_HOME/log4j.properties" -cp "$KAFKA_HOME/libs/*" \
+    kafka.Kafka "$KAFKA_HOME/server.properties" >"$LOGS/kafka.out" 2>&1 </dev/null 9>&- &
+  echo $! >"$CACHE/kafka.pid"
+  wait_for kafka "$LOGS/kafka.out" port_open "$KAFKA_PORT"
+  wait_for kafka "$LOGS/kafka.log" kafka_metadata
+  log "kafka: up on $HOST:$KAFKA_PORT ($KAFKA_VERSION, KRaft)"
+}
+
+kafka_down() {
+  local pid
+  if pid=$(kafka_pid); then
+    kill -TERM "$pid"
+    local deadline=$((SECONDS + 30))
+    while kill -0 "$pid" 2>/dev/null; do
+      if [ "$SECONDS" -ge "$deadline" ]; then kill -KILL "$pid" 2>/dev/null || true; break; fi
+      sleep 0.5
+    done
+  fi
+  rm -f "$CACHE/kafka.pid"
+  log "kafka: stopped"
+}
+
+kafka_status() {
+  local pid
+  if pid=$(kafka_pid) && port_open "$KAFKA_PORT"; then echo "kafka     up    $HOST:$KAFKA_PORT (pid $pid)"
+  elif port_open "$KAFKA_PORT"; then echo "kafka     up    $HOST:$KAFKA_PORT (not started by this script)"
+  else echo "kafka     down"; fi
+}
+
+# ---------------------------------------------------------------- main
+
+fn_prefix() { case $1 in postgres) echo pg ;; rabbitmq) echo rabbit ;; *) echo "$1" ;; esac; }
+
+action=${1:-}
+shift || true
+services=("$@")
+[ ${#services[@]} -eq 0 ] && services=("${ALL_SERVICES[@]}")
+for svc in "${services[@]}"; do
+  case $svc in redis|postgres|rabbitmq|kafka) ;; *) die "unknown service '$svc' (redis, postgres, rabbitmq, kafka)";; esac
+done
+
+# One `up`/`down` at a time: concurrent test sessions may all call `up`. Daemons are
+# started with fd 9 closed so they do not inherit (and hold) the lock.
+exec 9>"$CACHE/.lock"
+
+case $action in
+  up)
+    flock 9
+    start=$SECONDS
+    ensure_packages "${services[@]}"
+    for svc in "${services[@]}"; do "$(fn_prefix "$svc")_up"; done
+    log "services up in $((SECONDS - start))s"
+    ;;
+  down)
+    flock 9
+    for svc in "${services[@]}"; do "$(fn_prefix "$svc")_down"; done
+    ;;
+  status)
+    for svc in "${services[@]}"; do "$(fn_prefix "$svc")_status"; done
+    ;;
+  *)
+    echo "usage: $0 up|down|status [redis|postgres|rabbitmq|kafka ...]" >&2
+    exit 2
+    ;;
+esac

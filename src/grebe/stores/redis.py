@@ -1,0 +1,159 @@
+"""Redis: an annotation store (one hash per post) and a TTL cache shared by replicas.
+
+Annotation store layout, per post `<prefix>:ann:<post id>` (a hash):
+
+    a:<producer>:<version>   the annotation, msgspec JSON
+    c:<producer>:<version>   its first created_at (HSETNX: a rewrite never moves it)
+
+An upsert of many annotations is one MULTI/EXEC pipeline, so a batch is written whole
+or not at all and costs one round trip.
+
+The TTL cache keeps bytes (transcripts, labels, embeddings encoded by their owner) under
+`<prefix>:cache:<key>` for `ttl_s`, so work done by one replica is reused by the others
+and across retries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import cast
+
+import msgspec
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from grebe import constants as C
+from grebe.errors import StoreError
+from grebe.types import Annotation
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(Annotation)
+_BODY, _CREATED = b"a:", b"c:"
+
+
+def _client(url: str) -> aioredis.Redis:
+    try:
+        return aioredis.Redis.from_url(url)
+    except ValueError as exc:
+        raise StoreError(f"invalid Redis URL {url!r}: {exc}") from exc
+
+
+async def _ping(client: aioredis.Redis, url: str) -> None:
+    try:
+        await client.ping()
+    except (RedisError, OSError) as exc:
+        await client.aclose()
+        raise StoreError(f"cannot reach Redis at {url}: {exc}") from exc
+
+
+class RedisStore:
+    """AnnotationStore on Redis hashes (see module doc for the layout)."""
+
+    def __init__(self, url: str, *, prefix: str = C.DEFAULT_REDIS_PREFIX) -> None:
+        self.url = url
+        self.prefix = prefix
+        self._redis: aioredis.Redis | None = None
+
+    async def start(self) -> None:
+        client = _client(self.url)
+        await _ping(client, self.url)
+        self._redis = client
+
+    async def stop(self) -> None:
+        if self._redis is not None:
+            client, self._redis = self._redis, None
+            await client.aclose()
+
+    def key(self, post_id: str) -> str:
+        return f"{self.prefix}:ann:{post_id}"
+
+    async def upsert(self, annotations: Sequence[Annotation]) -> None:
+        if not annotations:
+            return
+        pipe = self._started().pipeline(transaction=True)
+        for a in annotations:
+            field = f"{a.producer}:{a.version}".encode()
+            key = self.key(a.post_id)
+            pipe.hset(key, _BODY + field, _encoder.encode(a))
+            pipe.hsetnx(key, _CREATED + field, repr(a.created_at))
+        try:
+            await pipe.execute()
+        except (RedisError, OSError) as exc:
+            raise StoreError(f"Redis store: upsert of {len(annotations)} failed: {exc}") from exc
+
+    async def get(self, post_id: str) -> list[Annotation]:
+        try:
+            fields = cast(dict[bytes, bytes], await self._started().hgetall(self.key(post_id)))
+        except (RedisError, OSError) as exc:
+            raise StoreError(f"Redis store: {exc}") from exc
+        annotations = []
+        for name, body in fields.items():
+            if not name.startswith(_BODY):
+                continue
+            try:
+                annotation = _decoder.decode(body)
+            except msgspec.DecodeError as exc:
+                raise StoreError(f"Redis store: bad annotation in {post_id}/{name!r}") from exc
+            created = fields.get(_CREATED + name[len(_BODY):])
+            if created is not None:
+                annotation.created_at = float(created)
+            annotations.append(annotation)
+        return sorted(annotations, key=lambda a: (a.producer, a.version))
+
+    def _started(self) -> aioredis.Redis:
+        if self._redis is None:
+            raise StoreError("RedisStore used before start()")
+        return self._redis
+
+
+class RedisCache:
+    """A TTL cache of bytes shared by every replica (transcripts, labels, ...)."""
+
+    def __init__(self, url: str, *, prefix: str = C.DEFAULT_REDIS_PREFIX,
+                 ttl_s: float = C.DEFAULT_CACHE_TTL_S) -> None:
+        if ttl_s <= 0:
+            raise StoreError(f"cache ttl_s must be > 0, got {ttl_s}")
+        self.url = url
+        self.prefix = prefix
+        self.ttl_s = ttl_s
+        self._redis: aioredis.Redis | None = None
+
+    async def start(self) -> None:
+        client = _client(self.url)
+        await _ping(client, self.url)
+        self._redis = client
+
+    async def stop(self) -> None:
+        if self._redis is not None:
+            client, self._redis = self._redis, None
+            await client.aclose()
+
+    def key(self, key: str) -> str:
+        return f"{self.prefix}:cache:{key}"
+
+    async def get(self, key: str) -> bytes | None:
+        try:
+            value = cast(bytes | None, await self._started().get(self.key(key)))
+        except (RedisError, OSError) as exc:
+            raise StoreError(f"Redis cache: {exc}") from exc
+        return value
+
+    async def set(self, key: str, value: bytes, ttl_s: float | None = None) -> None:
+        ttl = self.ttl_s if ttl_s is None else ttl_s
+        if ttl <= 0:
+            raise StoreError(f"cache ttl must be > 0, got {ttl}")
+        try:
+            await self._started().set(self.key(key), value, px=max(1, round(ttl * 1000)))
+        except (RedisError, OSError) as exc:
+            raise StoreError(f"Redis cache: {exc}") from exc
+
+    async def delete(self, key: str) -> None:
+        try:
+            await self._started().delete(self.key(key))
+        except (RedisError, OSError) as exc:
+            raise StoreError(f"Redis cache: {exc}") from exc
+
+    def _started(self) -> aioredis.Redis:
+        if self._redis is None:
+            raise StoreError("RedisCache used before start()")
+        return self._redis
