@@ -80,9 +80,19 @@ ensure_packages() {  # one `apt-get update` and one install for everything missi
   [ ${#missing[@]} -eq 0 ] && return 0
   log "apt: installing ${missing[*]}"
   $SUDO apt-get update -qq
-  # Without systemd the packages' own start attempts may fail; we start the daemons below.
+  # Forbid the packages' own service starts (policy-rc.d exit 101, as in container
+  # images): they would listen on every interface; we start each daemon on $HOST below.
+  local policy=/usr/sbin/policy-rc.d placed=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null && $SUDO chmod +x "$policy"
+    placed=1
+  fi
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}" >"$LOGS/apt.log" 2>&1 || { tail -n 30 "$LOGS/apt.log" >&2; die "apt failed"; }
+    "${missing[@]}" >"$LOGS/apt.log" 2>&1 || {
+      [ $placed -eq 1 ] && $SUDO rm -f "$policy"
+      tail -n 30 "$LOGS/apt.log" >&2; die "apt failed"; }
+  [ $placed -eq 1 ] && $SUDO rm -f "$policy"
+  return 0
 }
 
 # ---------------------------------------------------------------- redis
