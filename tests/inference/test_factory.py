@@ -1,0 +1,82 @@
+"""Building backends from the `inference` config section (nothing is started)."""
+
+from __future__ import annotations
+
+import pytest
+
+from grebe.config import load_config
+from grebe.errors import ConfigError
+from grebe.inference.factory import (
+    InferenceBackends,
+    build_chat_model,
+    build_embedder,
+    parse_inference_config,
+)
+from grebe.inference.fakes import HashEmbedder
+from grebe.inference.minilm import MiniLMEmbedder
+from grebe.inference.openai_compat import FallbackChatModel, OpenAIChatModel, OpenAIEmbedder
+
+
+def test_defaults_are_local_models_and_no_chat() -> None:
+    config = parse_inference_config(load_config().inference)
+    assert isinstance(build_embedder(config), MiniLMEmbedder)
+    assert build_chat_model(config) is None
+
+
+def test_shorthand_and_openai_backends() -> None:
+    config = parse_inference_config(
+        {
+            "embedder": {"backend": "openai", "base_url": "http://x/v1", "model": "e5", "dim": 8},
+            "chat": {
+                "backend": "openai",
+                "base_url": "http://a/v1",
+                "model": "big",
+                "fallbacks": [{"base_url": "http://b/v1", "model": "small"}],
+            },
+            "transcriber": "none",
+            "ocr": "none",
+            "nsfw": "none",
+        }
+    )
+    assert isinstance(build_embedder(config), OpenAIEmbedder)
+    chat = build_chat_model(config)
+    assert isinstance(chat, FallbackChatModel) and chat.name == "fallback(big,small)"
+    # the flows' shape: no backend key, base_url switches chat on
+    single = parse_inference_config(
+        {
+            "chat": {"base_url": "http://a/v1", "model": "m", "response_format": "json_object"},
+            "minilm": {"intra_op_threads": 1},
+            "spam_head": {"path": None},
+            "language_id": False,
+        }
+    )
+    chat_model = build_chat_model(single)
+    assert isinstance(chat_model, OpenAIChatModel)
+    assert chat_model.response_format == "json_object" and chat_model.max_tokens == 300
+    assert build_chat_model(parse_inference_config({"chat": {"backend": "none"}})) is None
+
+
+async def test_backends_container_starts_and_stops_what_is_configured() -> None:
+    backends = InferenceBackends.from_section(
+        {"embedder": "hash", "transcriber": "none", "ocr": "none", "nsfw": "none"}
+    )
+    assert isinstance(backends.embedder, HashEmbedder)
+    assert backends.transcriber is None and backends.ocr is None and backends.nsfw is None
+    assert backends.spam_head.dim == 384
+    await backends.start()
+    assert (await backends.embedder.embed(["a"])).shape == (1, 384)
+    await backends.stop()
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"embedder": "bert"}, "inference.embedder.backend"),
+        ({"embedder": {"backend": "minilm", "max_batch_size": 0}}, "max_batch_size"),
+        ({"chat": {"backend": "openai"}}, "needs base_url and model"),
+        ({"unknown": 1}, "inference.unknown"),
+    ],
+)
+def test_invalid_sections_are_config_errors(section: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_inference_config(section)
