@@ -40,11 +40,453 @@ def _root(
 
 # --- core runtime commands (run, ingest, annotations, dlq, demo) ---
 
+
+def _core_config(path: Path | None, **overrides: object):  # -> GrebeConfig
+    from grebe.config import load_config
+    from grebe.errors import ConfigError
+
+    try:
+        return load_config(path, **overrides)
+    except ConfigError as exc:
+        console.print(f"[red]config error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+
+
+def _core_logging(verbose: bool = False, level: int | None = None) -> None:
+    import logging
+
+    from rich.logging import RichHandler
+
+    logging.basicConfig(
+        level=level or (logging.DEBUG if verbose else logging.INFO),
+        format="%(name)s: %(message)s",
+        handlers=[RichHandler(console=Console(stderr=True), show_path=False)],
+    )
+
+
+@app.command()
+def run(
+    config: ConfigOption = None,
+    exit_when_done: Annotated[
+        bool, typer.Option(help="Stop once everything in the topics at start is processed.")
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Run the pipeline until SIGINT/SIGTERM (a second signal forces exit).
+
+    Exit codes: 0 drained, 1 failed, 3 drain window ran out (the rest is redelivered)."""
+    from grebe.core.supervisor import run as run_supervisor
+
+    settings = _core_config(config)
+    _core_logging(verbose)
+    raise typer.Exit(run_supervisor(settings, exit_when_done=exit_when_done))
+
+
+@app.command()
+def ingest(
+    file: Annotated[
+        Path, typer.Argument(exists=True, dir_okay=False, help="JSONL, one post a line.")
+    ],
+    topic: Annotated[str | None, typer.Option(help="Topic (default: the first stream's).")] = None,
+    validate: Annotated[
+        bool, typer.Option(help="Check each line is a post; --no-validate checks JSON only.")
+    ] = True,
+    config: ConfigOption = None,
+) -> None:
+    """Append posts from a JSONL file to a local-broker topic. Bad lines are reported
+    and skipped; the rest go in."""
+    import asyncio
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from grebe.brokers.factory import local_log
+    from grebe.brokers.local import LocalProducer
+    from grebe.ingest import ingest as ingest_lines
+    from grebe.ingest import read_lines
+
+    settings = _core_config(config)
+    target = topic or (settings.streams[0].topic if settings.streams else None)
+    if not target:
+        console.print("[red]no --topic given and no stream configured[/red]")
+        raise typer.Exit(2)
+    with file.open("rb") as handle:
+        total = sum(1 for line in handle if line.strip())
+
+    async def go():  # -> IngestReport
+        producer = LocalProducer(local_log(settings))
+        await producer.start()
+        try:
+            with Progress(
+                TextColumn(f"ingest → {target}"), BarColumn(), MofNCompleteColumn(),
+                console=console,
+            ) as progress:
+                task = progress.add_task("lines", total=total)
+                return await ingest_lines(
+                    read_lines(file), producer, target, validate=validate,
+                    on_batch=lambda n: progress.advance(task, n),
+                )
+        finally:
+            await producer.stop()
+
+    report = asyncio.run(go())
+    for line_no, reason in report.errors[:20]:
+        console.print(f"[yellow]line {line_no}:[/yellow] {reason}")
+    if report.rejected > 20:
+        console.print(f"... and {report.rejected - 20} more bad lines")
+    console.print(
+        f"ingested [bold]{report.accepted}[/bold] posts into {target!r}, "
+        f"rejected {report.rejected} bad lines"
+    )
+
+
+@app.command()
+def annotations(
+    post_id: Annotated[str, typer.Argument(help="The post id.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Show every annotation of one post."""
+    import asyncio
+
+    from rich.table import Table
+
+    from grebe.codec import encode
+    from grebe.stores.factory import build_store
+
+    settings = _core_config(config)
+
+    async def go():  # -> list[Annotation]
+        store = build_store(settings)
+        await store.start()
+        try:
+            return await store.get(post_id)
+        finally:
+            await store.stop()
+
+    rows = asyncio.run(go())
+    if as_json:
+        console.print_json(encode(rows).decode())
+        return
+    if not rows:
+        console.print(f"no annotations for post {post_id!r}")
+        raise typer.Exit(1)
+    table = Table(title=f"annotations of {post_id}")
+    for column in ("producer", "version", "labels", "scores", "reasons", "updated"):
+        table.add_column(column)
+    for a in rows:
+        table.add_row(
+            a.producer, a.version, ", ".join(a.labels),
+            "\n".join(f"{k}={v:g}" for k, v in sorted(a.scores.items())),
+            "\n".join(f"{k}: {v}" for k, v in sorted(a.reasons.items())),
+            _core_time(a.updated_at),
+        )
+    console.print(table)
+
+
+def _core_time(epoch: float) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(epoch).isoformat(sep=" ", timespec="seconds")
+
+
+@dlq_app.command("list")
+def dlq_list(
+    limit: Annotated[int, typer.Option(min=1, help="Show the newest N.")] = 50,
+    config: ConfigOption = None,
+) -> None:
+    """List dead letters: reason, attempts, last error, source and offset."""
+    import asyncio
+
+    from rich import box
+    from rich.table import Table
+
+    from grebe.dlq import list_dead_letters
+
+    entries = asyncio.run(list_dead_letters(_core_config(config), limit))
+    if not entries:
+        console.print("no dead letters")
+        return
+    table = Table(title="dead letters (* = replayed)", box=box.SIMPLE, pad_edge=False)
+    for column in ("#", "stream@partition:offset", "reason", "tries", "dead at"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("last error", overflow="fold")
+    for entry in entries:
+        d = entry.record
+        number = f"{entry.offset}{'*' if entry.replayed else ''}"
+        if d is None:
+            table.add_row(number, "?", "unreadable", "", "", entry.error or "")
+            continue
+        table.add_row(
+            number, f"{d.source}@{d.partition}:{d.offset}", d.reason, str(d.attempts),
+            _core_time(d.dead_at)[5:16], (d.last_error or "")[:300],
+        )
+    console.print(table)
+
+
+@dlq_app.command("replay")
+def dlq_replay(config: ConfigOption = None) -> None:
+    """Send dead letters not replayed yet back to their streams (each one once)."""
+    import asyncio
+
+    from grebe.dlq import replay
+
+    report = asyncio.run(replay(_core_config(config)))
+    for reason in report.reasons[:20]:
+        console.print(f"[yellow]skipped[/yellow] {reason}")
+    console.print(f"replayed {report.replayed} dead letters, skipped {report.skipped}")
+
+
+@app.command()
+def demo(
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Where to put the log and store (default: a temp dir).")
+    ] = None,
+    basic: Annotated[
+        bool, typer.Option("--basic", help="Only the runtime smoke test: the bundled sample "
+                           "through the `basic` plan, no models.")
+    ] = False,
+) -> None:
+    """Run every flow with the real local models over a demo set built from packaged
+    data (SpamAssassin posts, photos, a video with speech); summary and HTML report."""
+    import asyncio
+    import logging
+
+    if not basic:
+        from grebe.flows.console import demo_command
+
+        _core_logging(level=logging.ERROR)
+        demo_command(data_dir, console)
+        return
+
+    from rich.table import Table
+
+    from grebe.demo import run_demo
+
+    _core_logging(level=logging.ERROR)  # dead letters are expected here; the table counts them
+    with console.status("running the sample through the pipeline..."):
+        summary = asyncio.run(run_demo(data_dir))
+    table = Table(title="grebe demo")
+    table.add_column("")
+    table.add_column("", justify="right")
+    for name, value in (
+        ("sample lines", summary.lines),
+        ("rejected at ingest (malformed)", summary.rejected_at_ingest),
+        ("ingested", summary.ingested),
+        ("annotated", summary.annotated),
+        ("skipped (no text)", summary.skipped),
+        ("dead-lettered", summary.dead_lettered),
+        ("engine start-up", f"{summary.startup_s:.2f} s"),
+        ("processing", f"{summary.processing_s:.2f} s"),
+        ("posts/s", f"{summary.posts_per_s:,.0f}"),
+    ):
+        table.add_row(name, str(value))
+    console.print(table)
+    console.print(f"data in {summary.data_dir} — try `grebe dlq list` or `grebe annotations "
+                  f"sample-0000` with GREBE_DATA_DIR={summary.data_dir}")
+
+
 # --- media commands ---
+
+
+@media_app.command("scan")
+def media_scan(
+    inputs: Annotated[list[str], typer.Argument(help="Files, directories or http(s) URLs.")],
+    config: ConfigOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    frames: Annotated[int | None, typer.Option(help="Frames sampled per video.")] = None,
+    asr: Annotated[bool, typer.Option(help="Transcribe audio (Whisper).")] = True,
+    nsfw: Annotated[bool, typer.Option(help="Score images and frames for NSFW.")] = True,
+    ocr: Annotated[bool, typer.Option(help="Read text in images (tesseract).")] = True,
+    distance: Annotated[
+        int | None, typer.Option(help="Near-duplicate Hamming distance (of 64 bits).")
+    ] = None,
+) -> None:
+    """Fetch/decode, classify, transcribe and near-duplicate-check media; print a report.
+
+    Exit code 1 when any item could not be processed (see its error)."""
+    import asyncio
+
+    import msgspec
+    from rich.progress import Progress
+
+    from grebe.errors import ConfigError
+    from grebe.media.config import MediaConfig
+    from grebe.media.scan import render, scan
+
+    try:
+        media = MediaConfig.from_section(_core_config(config).media)
+    except ConfigError as exc:
+        console.print(f"[red]config error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    media.pipeline.asr, media.pipeline.nsfw, media.pipeline.ocr = asr, nsfw, ocr
+    if frames is not None:
+        media.video.frames = max(1, frames)
+    if distance is not None:
+        media.dedup.max_distance = min(64, max(0, distance))
+    progress_console = Console(stderr=True)
+    with Progress(console=progress_console, transient=True) as progress:
+        task = progress.add_task("scanning", total=None)
+        result = asyncio.run(scan(inputs, media, on_done=lambda _: progress.advance(task)))
+    if as_json:
+        typer.echo(msgspec.json.encode(result).decode())
+    else:
+        render(result, console)
+    if any(item.error for item in result.items):
+        raise typer.Exit(1)
 
 # --- flows commands (analyze) ---
 
+
+@app.command()
+def analyze(
+    text: Annotated[str, typer.Argument(help="The post text.")],
+    image: Annotated[
+        list[str] | None, typer.Option("--image", help="Image path or URL (repeatable).")
+    ] = None,
+    video: Annotated[
+        list[str] | None, typer.Option("--video", help="Video path or URL (repeatable).")
+    ] = None,
+    reply_to: Annotated[
+        str | None, typer.Option("--reply-to", help="Text of the post this one replies to.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Run one post through every flow it is eligible for and print the annotations."""
+    from grebe.config import load_config
+    from grebe.errors import GrebeError
+    from grebe.flows.console import analyze_command
+
+    try:
+        analyze_command(load_config(config), text, images=image or [], videos=video or [],
+                        reply_to=reply_to, as_json=as_json, console=console)
+    except GrebeError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
+
 # --- serving commands (thunder, feed, api) ---
+
+thunder_app = typer.Typer(no_args_is_help=True, help="The in-network post store (thunder).")
+app.add_typer(thunder_app, name="thunder")
+
+
+def _serving_config(path: Path | None, section: str, **values: object):  # -> GrebeConfig
+    """The config with `values` (those not None) set in its free-form `section`."""
+    settings = _core_config(path)
+    chosen = {k: v for k, v in values.items() if v is not None}
+    if chosen:
+        setattr(settings, section, {**getattr(settings, section), **chosen})
+    return settings
+
+
+@thunder_app.command("serve")
+def thunder_serve(
+    config: ConfigOption = None,
+    port: Annotated[int | None, typer.Option(help="gRPC port (default thunder.port).")] = None,
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Serve Prometheus metrics on this port.")
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Load the posts stream into memory and serve GetInNetworkPosts over gRPC until
+    SIGINT/SIGTERM. Health is NOT_SERVING until the stream is caught up."""
+    import asyncio
+
+    from grebe.errors import GrebeError
+    from grebe.thunder.runner import serve
+
+    settings = _serving_config(config, "thunder", port=port, metrics_port=metrics_port)
+    _core_logging(verbose)
+    try:
+        asyncio.run(serve(settings))
+    except GrebeError as exc:
+        console.print(f"[red]thunder:[/red] {exc}")
+        raise typer.Exit(2) from exc
+
+
+def _split_ids(values: list[str] | None) -> list[str]:
+    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+
+
+@app.command("feed")
+def feed_command(
+    user_id: Annotated[str, typer.Argument(help="The viewer.")],
+    config: ConfigOption = None,
+    viewers: Annotated[
+        Path | None,
+        typer.Option(exists=True, dir_okay=False, help="JSON/YAML file of viewers (follows, "
+                     "mutes, engaged posts, interests, safety level)."),
+    ] = None,
+    following: Annotated[
+        list[str] | None, typer.Option(help="Followed user ids (repeat or comma-separate).")
+    ] = None,
+    interest: Annotated[
+        list[str] | None, typer.Option(help="A stated interest, as text (repeatable).")
+    ] = None,
+    max_results: Annotated[int | None, typer.Option(min=1, max=1000)] = None,
+    safety_level: Annotated[str | None, typer.Option(help="e.g. strict, default, off.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Print USER_ID's home timeline, ranked from the posts stream and the annotations."""
+    import asyncio
+    import json
+
+    from rich.table import Table
+
+    from grebe.errors import GrebeError
+    from grebe.feed.http import result_json
+    from grebe.feed.runner import feed_from_config
+
+    settings = _core_config(config)
+
+    async def go():  # -> HomeResult
+        async with feed_from_config(settings, viewers) as feed:
+            return await feed.home(user_id, max_results=max_results, safety_level=safety_level,
+                                   following=_split_ids(following), interests=interest or [])
+
+    try:
+        result = asyncio.run(go())
+    except GrebeError as exc:
+        console.print(f"[red]feed:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    if as_json:
+        console.print_json(json.dumps(result_json(result, debug=True)))
+        return
+    table = Table(title=f"home timeline of {user_id}")
+    for column in ("#", "post", "author", "network", "score", "labels"):
+        table.add_column(column)
+    for rank, c in enumerate(result.selected, 1):
+        table.add_row(str(rank), c.post_id, c.author_id, "in" if c.in_network else "out",
+                      f"{c.score:.3f}", ", ".join(c.labels))
+    console.print(table)
+    console.print(f"retrieved {len(result.retrieved)}, filtered {result.filtered_by() or 0}, "
+                  f"{result.elapsed_s * 1000:.1f} ms")
+    for name, error in result.errors.items():
+        console.print(f"[yellow]skipped {name}:[/yellow] {error}")
+
+
+@app.command("feed-serve")
+def feed_serve(
+    config: ConfigOption = None,
+    viewers: Annotated[
+        Path | None, typer.Option(exists=True, dir_okay=False, help="JSON/YAML viewers file.")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="HTTP port (default feed.http_port).")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Serve GET /home/{user_id} (JSON) until SIGINT/SIGTERM."""
+    import asyncio
+
+    from grebe.errors import GrebeError
+    from grebe.feed.runner import serve_http
+
+    settings = _serving_config(config, "feed", http_port=port)
+    _core_logging(verbose)
+    try:
+        asyncio.run(serve_http(settings, viewers))
+    except GrebeError as exc:
+        console.print(f"[red]feed:[/red] {exc}")
+        raise typer.Exit(2) from exc
 
 
 def main() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Final
 
 DEFAULT_DATA_DIR = Path("var")
 DEFAULT_LOG_DB = "log.db"
@@ -36,7 +37,7 @@ DEFAULT_DRAIN_WINDOW_S = 20.0
 # Local broker (SQLite log) and SQLite store.
 DEFAULT_LOCAL_PARTITIONS = 4
 DEFAULT_DEAD_LETTER_PARTITIONS = 1  # one partition keeps `grebe dlq list` in arrival order
-DEFAULT_LOCAL_SYNCHRONOUS = "NORMAL"
+DEFAULT_LOCAL_SYNCHRONOUS: Final = "NORMAL"
 DEFAULT_COMMIT_INTERVAL_S = 0.05  # how long finished offsets may wait to be batched
 DEFAULT_COMMIT_BATCH = 4096  # commit at once when this many acks are pending
 DEFAULT_SQLITE_BUSY_TIMEOUT_S = 30.0
@@ -56,6 +57,7 @@ ENGINE_START_TIMEOUT_S = 60.0
 ENGINE_MAX_RESTARTS = 5  # engine deaths tolerated per ENGINE_RESTART_WINDOW_S
 ENGINE_RESTART_WINDOW_S = 60.0
 ENGINE_STOP_TIMEOUT_S = 10.0  # after a Stop frame, an engine is killed past this
+GC_THRESHOLDS = (20_000, 20, 20)  # gc.set_threshold once a runtime process has started
 
 # Exit codes of `grebe run` (2 is taken by usage errors).
 EXIT_OK = 0  # stopped and drained

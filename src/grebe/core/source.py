@@ -7,6 +7,7 @@ It must not consider a message consumed (commit an offset, ack a delivery) befor
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import msgspec
@@ -44,7 +45,7 @@ class Source(Protocol):
 
     async def stop(self) -> None: ...
 
-    async def poll(self, max_messages: int, timeout: float) -> list[Message]:
+    async def poll(self, max_messages: int, timeout: float) -> list[Message]:  # noqa: ASYNC109
         """Up to max_messages, waiting at most timeout seconds for the first one.
 
         Waiting must block on the broker or an event, never sleep-poll in a tight loop."""
@@ -57,3 +58,19 @@ class Source(Protocol):
         """Finish a message. For DEAD, `dead_letter` is the encoded DeadLetter record the
         source must store on its dead-letter topic/queue before it commits."""
         ...
+
+
+@runtime_checkable
+class Producer(Protocol):
+    """Publishes to a broker topic (output and dead-letter topics), so sinks need not know
+    which broker is behind it. `publish` returns once the record is durably stored."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def publish(self, topic: str, key: bytes | None, value: bytes) -> None: ...
+
+    async def publish_many(
+        self, topic: str, records: Sequence[tuple[bytes | None, bytes]]
+    ) -> None: ...

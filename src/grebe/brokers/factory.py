@@ -1,0 +1,74 @@
+"""Build sources and producers from the configuration: the one place that maps a
+broker name to a module, so the supervisor and the flows never import a broker."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from grebe.config import GrebeConfig, StreamConfig
+from grebe.core.source import Producer, Source
+from grebe.errors import ConfigError
+
+if TYPE_CHECKING:
+    from grebe.brokers.local import LocalLog
+
+
+def local_log(config: GrebeConfig) -> LocalLog:
+    """A new connection to the configured local log (not yet opened)."""
+    from grebe.brokers.local import LocalLog
+
+    return LocalLog(
+        config.log_path, partitions=config.local.partitions,
+        synchronous=config.local.synchronous,
+    )
+
+
+def build_source(stream: StreamConfig, config: GrebeConfig) -> Source:
+    """The source of one configured stream. Raises ConfigError for brokers not built in."""
+    if stream.broker == "local":
+        from grebe.brokers.local import LocalSource
+
+        return LocalSource(
+            stream.name, local_log(config), topic=stream.topic, group=stream.group,
+            dead_letter_topic=config.dispatcher.dead_letter_topic,
+            commit_interval_s=config.local.commit_interval_s,
+        )
+    if stream.broker == "kafka":
+        from grebe.brokers.kafka import KafkaSource
+
+        return KafkaSource(
+            stream.name, config.kafka, topic=stream.topic, group=stream.group,
+            dead_letter_topic=config.dispatcher.dead_letter_topic,
+        )
+    if stream.broker == "rabbitmq":
+        from grebe.brokers.rabbitmq import RabbitSource
+
+        return RabbitSource(
+            stream.name, config.rabbitmq, queue=stream.topic,
+            dead_letter_queue=config.dispatcher.dead_letter_topic,
+            backoff_base_s=config.dispatcher.backoff_base_s,
+            backoff_max_s=config.dispatcher.backoff_max_s,
+        )
+    raise ConfigError(
+        f"stream {stream.name!r}: broker {stream.broker!r} is not available in this build "
+        "(supported: local, kafka, rabbitmq)"
+    )
+
+
+def build_producer(config: GrebeConfig) -> Producer | None:
+    """The producer for the output topic, or None when `output.broker` is "none"."""
+    broker = config.output.broker
+    if broker == "none":
+        return None
+    if broker == "local":
+        from grebe.brokers.local import LocalProducer
+
+        return LocalProducer(local_log(config))
+    if broker == "kafka":
+        from grebe.brokers.kafka import KafkaProducer
+
+        return KafkaProducer(config.kafka)
+    raise ConfigError(
+        f"output.broker {broker!r} is not available in this build (supported: local, kafka, "
+        "none)"
+    )

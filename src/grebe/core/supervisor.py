@@ -1,0 +1,221 @@
+"""`grebe run`: assemble sources, engines, dispatcher and metrics; shut down in two phases.
+
+Shutdown. The first SIGINT/SIGTERM stops intake and drains: the dispatcher waits up to
+`engine.drain_window_s` for in-flight posts to finish and ack (returning as soon as
+none is left); then the engines stop and every source commits what finished. Anything
+unfinished stays uncommitted and is redelivered on restart. A second signal exits at
+once: nothing more is acked, so nothing unfinished is lost either.
+
+The supervisor builds sources through `grebe.brokers.factory` and plans through the
+configured bundle factory, so it names no broker, store or flow itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+from grebe import constants as C
+from grebe.brokers.factory import build_source
+from grebe.config import GrebeConfig
+from grebe.core.bundle import PlanBundle, build_bundle
+from grebe.core.dispatcher import Dispatcher, Stream
+from grebe.core.engine import ProcessExecutor, tune_gc
+from grebe.core.executor import Executor, InlineExecutor
+from grebe.core.metrics import DispatcherMetrics, NullMetrics, PrometheusMetrics
+from grebe.core.source import Source
+from grebe.errors import ConfigError, GrebeError
+
+log = logging.getLogger(__name__)
+
+
+def limiter_uri(config: GrebeConfig) -> str:
+    return config.redis.url if config.rate_limits.storage == "redis" else "memory://"
+
+
+class Runtime:
+    """The running system: start() it, stop() it. `grebe run`, the demo and the tests
+    all drive this one object."""
+
+    def __init__(self, config: GrebeConfig, *, registry: CollectorRegistry | None = None):
+        self.config = config
+        self.registry = registry or CollectorRegistry()
+        self.sources: list[Source] = []
+        self.executor: Executor | None = None
+        self.dispatcher: Dispatcher | None = None
+        self.metrics_port: int | None = None
+        self._bundle: PlanBundle | None = None  # only when plans run in this process
+        self._dispatching: asyncio.Task[None] | None = None
+        self._metrics_server: Any = None
+
+    @property
+    def engines_failed(self) -> asyncio.Event | None:
+        failed = getattr(self.executor, "failed", None)
+        return failed if isinstance(failed, asyncio.Event) else None
+
+    async def start(self) -> None:
+        config = self.config
+        try:
+            for stream in config.streams:
+                source = build_source(stream, config)
+                await source.start()
+                self.sources.append(source)
+            self.executor = await self._start_executor()
+            metrics: DispatcherMetrics = NullMetrics()
+            if config.metrics.enabled:
+                metrics = PrometheusMetrics(self.registry)
+                try:
+                    self._metrics_server, _ = start_http_server(
+                        config.metrics.port, registry=self.registry
+                    )
+                except OSError as exc:
+                    raise ConfigError(
+                        f"metrics.port {config.metrics.port}: cannot listen ({exc})"
+                    ) from exc
+                self.metrics_port = self._metrics_server.server_port
+                log.info("metrics on http://0.0.0.0:%d/metrics", self.metrics_port)
+            self.dispatcher = Dispatcher(
+                [Stream(s, c) for s, c in zip(self.sources, config.streams, strict=True)],
+                self.executor, config.dispatcher, metrics=metrics,
+                limiter_storage=limiter_uri(config),
+            )
+        except BaseException:
+            await self._close()
+            raise
+        self._dispatching = asyncio.create_task(self.dispatcher.run(), name="dispatcher")
+        log.info(
+            "running: %d stream(s), %d engine process(es)", len(self.sources),
+            config.engine.processes,
+        )
+
+    async def _start_executor(self) -> Executor:
+        config = self.config
+        if config.engine.processes >= 1:
+            executor: Executor = ProcessExecutor(config)
+        else:
+            from grebe.core.planmaster import PlanMaster
+
+            self._bundle = build_bundle(config)
+            await self._bundle.start()
+            master = PlanMaster(self._bundle.plans, services=self._bundle.services)
+            executor = InlineExecutor(master, config.engine.concurrency)
+        await executor.start()
+        return executor
+
+    @property
+    def dispatching(self) -> asyncio.Task[None] | None:
+        return self._dispatching
+
+    async def stop(self, drain_window_s: float | None = None) -> bool:
+        """Two-phase stop; True when every in-flight post finished within the window."""
+        window = self.config.engine.drain_window_s if drain_window_s is None else drain_window_s
+        drained = True
+        if self.dispatcher is not None:
+            drained = await self.dispatcher.stop(window)
+        if self._dispatching is not None:
+            try:
+                await self._dispatching
+            except Exception:
+                log.exception("the dispatcher failed")
+        await self._close()
+        return drained
+
+    async def _close(self) -> None:
+        """Stop engines, then sources (their final commit), then the rest."""
+        if self.executor is not None:
+            await _quietly("executor", self.executor.stop)
+            self.executor = None
+        if self._bundle is not None:
+            await _quietly("plan bundle", self._bundle.stop)
+            self._bundle = None
+        for source in self.sources:
+            await _quietly(f"source {source.name}", source.stop)
+        self.sources = []
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server.server_close()
+            self._metrics_server = None
+
+    async def wait_caught_up(self) -> None:
+        """Wait until every source has committed everything its topic held when this
+        was called (for batch jobs: the demo, `grebe run --exit-when-done`)."""
+        targets = []
+        for source in self.sources:
+            end_offsets = getattr(source, "end_offsets", None)
+            wait_committed = getattr(source, "wait_committed", None)
+            if end_offsets is None or wait_committed is None:
+                raise GrebeError(f"source {source.name} cannot report when it is caught up")
+            targets.append(wait_committed(await end_offsets()))
+        await asyncio.gather(*targets)
+
+
+async def _quietly(what: str, stop: Callable[[], Any]) -> None:
+    try:
+        await stop()
+    except Exception:
+        log.exception("stopping the %s failed", what)
+
+
+async def serve(config: GrebeConfig, *, exit_when_done: bool = False) -> int:
+    """Run until a signal (or, with exit_when_done, until the input is consumed);
+    returns the process exit code (grebe.constants.EXIT_*)."""
+    loop = asyncio.get_running_loop()
+    stop_requested = asyncio.Event()
+    signals_seen = 0
+
+    def on_signal(signum: int) -> None:
+        nonlocal signals_seen
+        signals_seen += 1
+        if signals_seen == 1:
+            log.info("%s: stopping intake, draining in-flight posts (again to force)",
+                     signal.Signals(signum).name)
+            stop_requested.set()
+        else:
+            log.warning("second signal: exiting now; unfinished posts will be redelivered")
+            os._exit(C.EXIT_FORCED)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal, signum)
+    runtime = Runtime(config)
+    try:
+        await runtime.start()
+    except GrebeError as exc:
+        log.error("cannot start: %s", exc)
+        return C.EXIT_FAILED
+    tune_gc()
+    waits: dict[asyncio.Future[Any], str] = {
+        asyncio.ensure_future(stop_requested.wait()): "signal",
+    }
+    if runtime.dispatching is not None:
+        waits[runtime.dispatching] = "dispatcher exited"
+    if (failed := runtime.engines_failed) is not None:
+        waits[asyncio.ensure_future(failed.wait())] = "engines failed"
+    if exit_when_done:
+        waits[asyncio.ensure_future(runtime.wait_caught_up())] = "done"
+    finished, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    reasons = sorted(waits[f] for f in finished)
+    for future in waits:
+        if future not in finished and future is not runtime.dispatching:
+            future.cancel()
+    log.info("stopping: %s", ", ".join(reasons))
+    drained = await runtime.stop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.remove_signal_handler(signum)
+    if "engines failed" in reasons or "dispatcher exited" in reasons:
+        return C.EXIT_FAILED
+    return C.EXIT_OK if drained else C.EXIT_NOT_DRAINED
+
+
+def run(config: GrebeConfig, *, exit_when_done: bool = False) -> int:
+    """Blocking entry point of `grebe run` (uvloop when installed)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(serve(config, exit_when_done=exit_when_done))
+    return uvloop.run(serve(config, exit_when_done=exit_when_done))

@@ -1,0 +1,139 @@
+"""SQLite off the event loop: one connection confined to one thread, and group commit.
+
+Both the local broker and the SQLite store need the same two things. A sqlite3
+connection may only be used by the thread that made it and every call blocks, so each
+`SqliteDB` owns a single-thread executor and runs whole batches there. `GroupWriter`
+turns many concurrent small writes (one per finished post) into one transaction per
+flush: callers await their own item, the writer commits whatever queued up meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Generic, Literal, TypeVar
+
+from grebe import constants as C
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def connect(
+    path: Path, *, synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+    busy_timeout_s: float = C.DEFAULT_SQLITE_BUSY_TIMEOUT_S,
+) -> sqlite3.Connection:
+    """A connection in WAL mode: readers never block the writer, and a committed
+    transaction is in the WAL file before commit returns, so killing the process at any
+    moment loses nothing committed and never corrupts the file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(
+        path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+    )
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute("PRAGMA temp_store=MEMORY")
+    return conn
+
+
+class SqliteDB:
+    """A connection confined to its own thread; `run(fn, ...)` calls fn(conn, ...) there."""
+
+    def __init__(
+        self, path: Path, *, synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+        name: str = "sqlite",
+    ) -> None:
+        self.path = Path(path)
+        self._synchronous = synchronous
+        self._name = name
+        self._executor: ThreadPoolExecutor | None = None
+        self._conn: sqlite3.Connection | None = None
+
+    async def open(self, init: Callable[[sqlite3.Connection], None] | None = None) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self._name)
+
+        def _open() -> None:
+            self._conn = connect(self.path, synchronous=self._synchronous)
+            if init is not None:
+                init(self._conn)
+
+        await asyncio.get_running_loop().run_in_executor(self._executor, _open)
+
+    async def run(self, fn: Callable[..., R], *args: Any) -> R:
+        if self._executor is None or self._conn is None:
+            raise RuntimeError(f"{self._name}: database {self.path} is not open")
+        conn = self._conn
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, lambda: fn(conn, *args)
+        )
+
+    async def close(self) -> None:
+        if self._executor is None:
+            return
+        executor, self._executor = self._executor, None
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await asyncio.get_running_loop().run_in_executor(executor, conn.close)
+        executor.shutdown(wait=True)
+
+
+class GroupWriter(Generic[T]):
+    """Group commit: `submit(items)` returns when a flush containing them has committed.
+
+    At most one flush runs at a time; items submitted while it runs go into the next
+    one, so the batch size grows with the load by itself and an idle writer costs
+    nothing (no timer). A failed flush fails exactly the callers whose items it held."""
+
+    def __init__(self, flush: Callable[[list[T]], Awaitable[None]]) -> None:
+        self._flush = flush
+        self._items: list[T] = []
+        self._waiters: list[asyncio.Future[None]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def submit(self, items: Sequence[T]) -> None:
+        if not items:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._items.extend(items)
+        self._waiters.append(future)
+        if self._task is None:
+            self._task = asyncio.create_task(self._drain())
+        await future
+
+    async def _drain(self) -> None:
+        waiters: list[asyncio.Future[None]] = []
+        try:
+            while self._items:
+                items, self._items = self._items, []
+                waiters, self._waiters = self._waiters, []
+                try:
+                    await self._flush(items)
+                except Exception as exc:  # the callers see it; keep serving the others
+                    _settle(waiters, exc)
+                else:
+                    _settle(waiters, None)
+        finally:
+            # Cancelled mid-flush: nobody may wait forever on a write that will not come.
+            _settle(waiters + self._waiters, asyncio.CancelledError())
+            self._items, self._waiters = [], []
+            self._task = None
+
+    async def close(self) -> None:
+        """Wait for the queued writes to finish."""
+        while self._task is not None:
+            await asyncio.shield(self._task)
+
+
+def _settle(waiters: list[asyncio.Future[None]], error: BaseException | None) -> None:
+    for waiter in waiters:
+        if waiter.done():
+            continue
+        if isinstance(error, asyncio.CancelledError):
+            waiter.cancel()
+        elif error is not None:
+            waiter.set_exception(error)
+        else:
+            waiter.set_result(None)

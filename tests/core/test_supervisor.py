@@ -1,0 +1,101 @@
+import json
+
+import pytest
+
+from grebe.brokers.factory import build_producer, build_source, local_log
+from grebe.brokers.local import LocalProducer
+from grebe.config import load_config
+from grebe.core.supervisor import Runtime, serve
+from grebe.errors import ConfigError
+from grebe.stores.sqlite import SqliteStore
+
+
+def _config(tmp_path, **overrides):
+    settings = {
+        "data_dir": tmp_path,
+        "streams": [{"name": "posts", "eligibilities": ["basic", "noop"]}],
+        "engine": {"processes": 0},  # plans in this loop: fast, no processes
+        "metrics": {"enabled": False},
+    }
+    settings.update(overrides)
+    return load_config(**settings)
+
+
+async def _ingest(config, values):
+    producer = LocalProducer(local_log(config))
+    await producer.start()
+    await producer.publish_many("posts", [(None, v) for v in values])
+    await producer.stop()
+
+
+def _post(i, text="hello"):
+    return json.dumps({"id": f"p{i}", "author_id": "a", "text": f"{text} {i}"}).encode()
+
+
+async def test_runtime_processes_everything_then_stops(tmp_path):
+    config = _config(tmp_path)
+    await _ingest(config, [_post(i) for i in range(300)] + [b"{not json", b'{"id": 1}'])
+    runtime = Runtime(config)
+    await runtime.start()
+    await runtime.wait_caught_up()
+    assert await runtime.stop() is True
+
+    store = SqliteStore(config.sqlite_path)
+    await store.start()
+    assert await store.count() == 300
+    (annotation,) = await store.get("p7")
+    assert annotation.producer == "basic"
+    assert annotation.scores["basic.words"] == 2.0
+    await store.stop()
+
+    log = local_log(config)
+    await log.open()
+    assert await log.lag("grebe", "posts") == 0
+    assert sum((await log.end_offsets("dead-letters")).values()) == 2
+    assert sum((await log.end_offsets("annotations")).values()) == 300  # output topic
+    await log.close()
+
+
+async def test_serve_exit_when_done_returns_ok(tmp_path):
+    config = _config(tmp_path)
+    await _ingest(config, [_post(i) for i in range(20)])
+    assert await serve(config, exit_when_done=True) == 0
+
+
+async def test_metrics_are_served_while_running(tmp_path):
+    import httpx
+
+    config = _config(tmp_path, metrics={"enabled": True, "port": 0})
+    await _ingest(config, [_post(i) for i in range(5)])
+    runtime = Runtime(config)
+    await runtime.start()
+    try:
+        await runtime.wait_caught_up()
+        async with httpx.AsyncClient() as client:
+            body = (await client.get(f"http://127.0.0.1:{runtime.metrics_port}/metrics")).text
+        assert 'grebe_dispatcher_done_total{source="posts"} 5.0' in body
+    finally:
+        await runtime.stop()
+
+
+def test_unknown_brokers_are_config_errors(tmp_path):
+    config = load_config(data_dir=tmp_path)
+    # The config schema already refuses unknown names; the factory guards its own door.
+    stream = config.streams[0].model_copy(update={"broker": "nats"})
+    with pytest.raises(ConfigError, match="nats"):
+        build_source(stream, config)
+    output = config.model_copy(update={"output": config.output.model_copy(update={"broker": "x"})})
+    with pytest.raises(ConfigError, match="'x'"):
+        build_producer(output)
+    assert build_producer(load_config(output={"broker": "none"})) is None
+
+
+async def test_bad_plans_factory_fails_start_cleanly(tmp_path):
+    config = _config(tmp_path, plans={"factory": "grebe.nowhere:build"})
+    runtime = Runtime(config)
+    with pytest.raises(ConfigError, match="cannot import"):
+        await runtime.start()
+    # The source was stopped again: its consumer lock is free for the next start.
+    runtime = Runtime(_config(tmp_path))
+    await runtime.start()
+    await runtime.stop()

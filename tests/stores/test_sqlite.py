@@ -1,0 +1,75 @@
+import asyncio
+
+import pytest
+
+from grebe.config import load_config
+from grebe.errors import ConfigError
+from grebe.stores.base import AnnotationStore, MemoryStore
+from grebe.stores.factory import build_store
+from grebe.stores.sqlite import SqliteStore, iter_all
+from grebe.types import Annotation
+
+
+@pytest.fixture
+async def store(tmp_path):
+    store = SqliteStore(tmp_path / "a.db")
+    await store.start()
+    yield store
+    await store.stop()
+
+
+def _annotation(post_id: str, producer: str = "basic", **kwargs) -> Annotation:
+    return Annotation(post_id=post_id, producer=producer, version="1", **kwargs)
+
+
+async def test_upsert_is_idempotent_and_keeps_created_at(store):
+    first = _annotation("p1", labels=["a"], created_at=100.0, updated_at=100.0)
+    await store.upsert([first])
+    again = _annotation("p1", labels=["b"], scores={"x": 0.5}, created_at=200.0, updated_at=200.0)
+    await store.upsert([again])
+    (row,) = await store.get("p1")
+    assert row.labels == ["b"]
+    assert row.scores == {"x": 0.5}
+    assert row.created_at == 100.0
+    assert row.updated_at == 200.0
+    assert await store.count() == 1
+
+
+async def test_lookup_by_post_returns_every_producer(store):
+    await store.upsert(
+        [_annotation("p1", "spam"), _annotation("p1", "basic"), _annotation("p2", "basic")]
+    )
+    assert [a.producer for a in await store.get("p1")] == ["basic", "spam"]
+    assert await store.get("missing") == []
+
+
+async def test_concurrent_upserts_share_transactions(store, tmp_path):
+    await asyncio.gather(
+        *(store.upsert([_annotation(f"p{i}", embedding=[0.1, 0.2])]) for i in range(500))
+    )
+    assert await store.count() == 500
+    rows = list(iter_all(tmp_path / "a.db"))
+    assert len(rows) == 500
+    assert rows[0].embedding == [0.1, 0.2]
+
+
+async def test_rows_survive_reopen(store, tmp_path):
+    await store.upsert([_annotation("p1", reasons={"basic": "ok"})])
+    other = SqliteStore(tmp_path / "a.db")
+    await other.start()
+    try:
+        (row,) = await other.get("p1")
+        assert row.reasons == {"basic": "ok"}
+    finally:
+        await other.stop()
+
+
+def test_factory_builds_configured_backend(tmp_path):
+    sqlite = build_store(load_config(data_dir=tmp_path))
+    assert isinstance(sqlite, SqliteStore)
+    assert isinstance(sqlite, AnnotationStore)
+    assert isinstance(build_store(load_config(store={"backend": "memory"})), MemoryStore)
+    config = load_config()
+    unknown = config.model_copy(update={"store": config.store.model_copy(update={"backend": "x"})})
+    with pytest.raises(ConfigError, match="'x'"):
+        build_store(unknown)
