@@ -1,1 +1,8 @@
-"""grebe.flows"""
+"""The product: one module per flow, each declaring its tasks and its plan.
+
+Read in this order: `shared` (filters, rate limit, media hydration, memoised model calls,
+the sink), then a flow (`spam`, `safety`, `ptos`, `banger`, `replies`, `embeddings`,
+`multimodal`), then `registry` (all plans and the bundle the engine runs). `settings`
+holds every threshold, `llm` the chat-model path, `basic` the runtime's built-in plans,
+`demo`/`demo_set`/`report` the `grebe demo` job and `analyze` the `grebe analyze` command.
+"""

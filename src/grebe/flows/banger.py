@@ -1,0 +1,121 @@
+"""Banger initial screen: is this post a candidate for the best-of timeline, and what
+is it about?
+
+Local classifier: a quality score from the shape of the text, early engagement per view
+and media, discounted for spam and offensiveness; topic tags from the cosine between the
+post embedding and each configured topic's centroid (the embedding of its description),
+plus the post's hashtags.
+"""
+
+from __future__ import annotations
+
+import re
+
+from grebe.core.plan import Plan
+from grebe.core.task import TaskContext
+from grebe.flows import llm, shared
+from grebe.flows.settings import BangerSettings
+from grebe.flows.signals import words
+from grebe.types import Eligibility, Post
+
+VERSION = "1"
+LABEL_BANGER = "banger_candidate"
+TOPIC_PREFIX = "topic:"
+# Quality = weighted shape/engagement/media, times (1 - offensive), times the spam factor.
+QUALITY_WEIGHTS = {"shape": 0.5, "engagement": 0.35, "media": 0.15}
+SPAM_FACTOR = 0.2
+_HASHTAG = re.compile(r"#([A-Za-z]\w{1,29})")
+
+
+def shape_score(n_words: int, settings: BangerSettings) -> float:
+    if n_words < settings.min_words:
+        return n_words / settings.min_words
+    if n_words > settings.max_words:
+        return settings.max_words / n_words
+    return 1.0
+
+
+def engagement_score(post: Post, saturation: float) -> float:
+    if post.view_count <= 0:
+        return 0.0
+    weighted = post.like_count + 2 * post.repost_count + post.reply_count
+    return min(1.0, weighted / post.view_count / saturation)
+
+
+async def embedding(ctx: TaskContext) -> object:
+    return await shared.text_embedding(ctx)
+
+
+async def topics(ctx: TaskContext) -> dict[str, float]:
+    """Topic -> cosine, for topics at or above the threshold (centroids are cached)."""
+    settings: BangerSettings = shared.settings_of(ctx)
+    vector = ctx.results["embedding"]
+    tagged = {}
+    for name, description in settings.topics.items():
+        similarity = shared.cosine(vector, await shared.embed(ctx, description))
+        if similarity >= settings.topic_threshold:
+            tagged[name] = similarity
+    for tag in _HASHTAG.findall(ctx.payload.post.text):
+        tagged.setdefault(tag.lower(), 1.0)
+    return tagged
+
+
+async def penalties(ctx: TaskContext) -> dict[str, float]:
+    text = ctx.payload.post.text
+    return {"spam": await shared.spam_head_score(ctx, text),
+            "offensive": await shared.offensive_score(ctx, text)}
+
+
+async def score(ctx: TaskContext) -> float:
+    settings: BangerSettings = shared.settings_of(ctx)
+    post = ctx.payload.post
+    if ctx.services.settings.backend(ctx.plan) == "llm":
+        verdict = await llm.ask(ctx, "banger", llm.BangerVerdict, text=post.text)
+        quality, reason = verdict.quality, verdict.reason
+        tags = {t.lower(): 1.0 for t in verdict.topics}
+    else:
+        parts = {
+            "shape": shape_score(len(words(post.text)), settings),
+            "engagement": engagement_score(post, settings.engagement_saturation),
+            "media": 1.0 if post.media else 0.0,
+        }
+        pen = ctx.results["penalties"]
+        spam_factor = SPAM_FACTOR if pen["spam"] >= settings.spam_penalty_threshold else 1.0
+        quality = sum(QUALITY_WEIGHTS[k] * v for k, v in parts.items())
+        quality *= (1.0 - pen["offensive"]) * spam_factor
+        reason = ", ".join(f"{k} {v:.2f}" for k, v in parts.items())
+        reason += f"; spam {pen['spam']:.2f}, offensive {pen['offensive']:.2f}"
+        tags = ctx.results["topics"]
+    if quality >= settings.threshold:
+        ctx.output.labels.append(LABEL_BANGER)
+    ctx.output.labels.extend(f"{TOPIC_PREFIX}{t}" for t in sorted(tags, key=lambda t: -tags[t]))
+    ctx.output.scores["quality"] = round(quality, 4)
+    ctx.output.scores.update({f"{TOPIC_PREFIX}{t}": round(s, 4) for t, s in tags.items()})
+    ctx.output.reasons["quality"] = reason
+    return quality
+
+
+PLAN = Plan(
+    Eligibility.BANGER_INITIAL_SCREEN.value,
+    tasks={
+        "filter": shared.filters,
+        "rate_limit": shared.rate_limit,
+        "media": shared.media_task,
+        "embedding": embedding,
+        "topics": topics,
+        "penalties": penalties,
+        "score": score,
+        "sink": shared.sink,
+    },
+    deps={
+        "rate_limit": ["filter"],
+        "media": ["rate_limit"],
+        "embedding": ["rate_limit"],
+        "topics": ["embedding"],
+        "penalties": ["embedding"],
+        "score": ["media", "topics", "penalties"],
+        "sink": ["score"],
+    },
+    eligibility=Eligibility.BANGER_INITIAL_SCREEN.value,
+    version=VERSION,
+)

@@ -1,0 +1,109 @@
+"""Terminal output of `grebe demo` and `grebe analyze` (rich), kept out of cli.py."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from grebe.config import GrebeConfig
+    from grebe.core.plan import PlanResult
+    from grebe.flows.demo import DemoSummary
+
+SCORE_LIMIT = 8  # scores shown per flow in analyze's table
+
+
+def demo_command(data_dir: Path | None, console: Console) -> DemoSummary:
+    from grebe.flows.demo import run_demo
+
+    logging.getLogger("grebe").setLevel(logging.ERROR)
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console) as progress:
+        task = progress.add_task("building the demo set and loading models", total=None)
+
+        def on_progress(done: int, total: int) -> None:
+            progress.update(task, description="running every flow", completed=done,
+                            total=total)
+
+        summary = asyncio.run(run_demo(data_dir, on_progress=on_progress))
+    print_demo(summary, console)
+    return summary
+
+
+def print_demo(summary: DemoSummary, console: Console) -> None:
+    table = Table(title="grebe demo: flows")
+    for column in ("flow", "runs", "annotated", "skipped", "failed", "p50", "p95",
+                   "top labels"):
+        table.add_column(column, justify="left" if column in ("flow", "top labels")
+                         else "right")
+    for name, stats in summary.flows.items():
+        table.add_row(
+            name, str(stats.runs), str(stats.statuses.get("success", 0)),
+            str(stats.statuses.get("skipped", 0)), str(stats.statuses.get("failed", 0)),
+            f"{stats.percentile(50) * 1000:.0f} ms", f"{stats.percentile(95) * 1000:.0f} ms",
+            ", ".join(f"{k} {v}" for k, v in stats.labels.most_common(3)),
+        )
+    console.print(table)
+    console.print(
+        f"{summary.messages} messages, {summary.posts} posts in {summary.processing_s:.1f} s "
+        f"([bold]{summary.posts_per_s:.1f} posts/s[/]) after {summary.startup_s:.1f} s of model "
+        f"loading; {summary.annotations} annotations, {summary.dead_lettered} dead-lettered."
+    )
+    console.print(summary.spam_agreement())
+    console.print(f"report: {summary.report}")
+    console.print(f"query: GREBE_DATA_DIR={summary.data_dir} grebe annotations photo-00")
+
+
+def analyze_command(config: GrebeConfig, text: str, *, images: list[str], videos: list[str],
+                    reply_to: str | None, as_json: bool, console: Console) -> None:
+    from grebe.flows.analyze import analyze
+
+    logging.getLogger("grebe").setLevel(logging.ERROR)
+    with console.status("loading models and analysing..."):
+        results = asyncio.run(analyze(config, text, images=images, videos=videos,
+                                      reply_to=reply_to))
+    if as_json:
+        console.print_json(msgspec.json.encode([_as_dict(r) for r in results]).decode())
+        return
+    print_results(results, console)
+
+
+def _as_dict(result: PlanResult) -> dict[str, object]:
+    out = result.output
+    return {
+        "plan": result.plan, "version": result.version, "status": result.status.value,
+        "labels": out.labels, "scores": out.scores, "reasons": out.reasons,
+        "embedding_dims": len(out.embedding) if out.embedding else 0,
+        "transcript": out.transcript, "model_versions": out.model_versions,
+        "error": result.error, "skipped_because": result.skip_reasons.get(
+            next(iter(result.skip_reasons), ""), None),
+    }
+
+
+def print_results(results: list[PlanResult], console: Console) -> None:
+    table = Table(title="grebe analyze", show_lines=True)
+    for column in ("flow", "status", "labels", "scores", "reasons"):
+        table.add_column(column, overflow="fold")
+    for result in results:
+        out = result.output
+        status = result.status.value
+        if result.skip_reasons:
+            first = next(iter(result.skip_reasons))
+            status += f"\n({result.skip_reasons[first]})"
+        if result.error:
+            status += f"\n{result.error}"
+        scores = "\n".join(f"{k} {v:.3f}" for k, v in list(out.scores.items())[:SCORE_LIMIT])
+        reasons = "\n".join(f"{k}: {v[:160]}" for k, v in out.reasons.items())
+        if out.embedding:
+            reasons += f"\nembedding: {len(out.embedding)} dims"
+        if out.transcript:
+            reasons += f"\ntranscript: {out.transcript[:200]}"
+        table.add_row(result.plan, status, "\n".join(out.labels), scores, reasons)
+    console.print(table)

@@ -1,0 +1,98 @@
+"""Reply ranking: a 0-3 score of a reply against the post it answers.
+
+Local classifier: relevance is the cosine between the reply's and the parent's
+embeddings, binned by `relevance_bins` into 1-3; a spammy or toxic reply scores 0
+whatever its relevance. The parent comes with the payload (`context.parent`).
+"""
+
+from __future__ import annotations
+
+import bisect
+
+from grebe.core.plan import Plan
+from grebe.core.task import SkipTask, TaskContext
+from grebe.flows import llm, shared
+from grebe.flows.settings import ReplySettings
+from grebe.types import Eligibility, Post
+
+VERSION = "1"
+LABEL_PREFIX = "reply_score:"
+SKIP_NO_PARENT = "reply without its parent post in the payload context"
+
+
+async def parent(ctx: TaskContext) -> Post:
+    """Skip before any model runs when the payload lacks the parent post."""
+    found = ctx.payload.context.parent
+    if found is None or not found.text.strip():
+        raise SkipTask(SKIP_NO_PARENT)
+    return found
+
+
+async def relevance(ctx: TaskContext) -> float:
+    reply = await shared.text_embedding(ctx)
+    return shared.cosine(reply, await shared.embed(ctx, ctx.results["parent"].text))
+
+
+async def toxicity(ctx: TaskContext) -> float:
+    text = ctx.payload.post.text
+    hate = await shared.hate_scores(ctx, text)
+    return max(await shared.offensive_score(ctx, text), hate.get("hate", 0.0),
+               hate.get("offensive", 0.0))
+
+
+async def spam(ctx: TaskContext) -> float:
+    return await shared.spam_head_score(ctx, ctx.payload.post.text)
+
+
+def local_score(relevance: float, toxicity: float, spam: float,
+                settings: ReplySettings) -> tuple[int, str]:
+    if spam >= settings.spam_threshold:
+        return 0, f"spam {spam:.2f}"
+    if toxicity >= settings.toxicity_threshold:
+        return 0, f"toxic {toxicity:.2f}"
+    score = bisect.bisect_right(sorted(settings.relevance_bins), relevance)
+    return min(score, 3), f"relevance {relevance:.2f}, toxicity {toxicity:.2f}, spam {spam:.2f}"
+
+
+async def rank(ctx: TaskContext) -> int:
+    settings: ReplySettings = shared.settings_of(ctx)
+    if ctx.services.settings.backend(ctx.plan) == "llm":
+        verdict = await llm.ask(ctx, "reply_ranking", llm.ReplyVerdict,
+                                text=ctx.payload.post.text, parent=ctx.results["parent"].text)
+        score, reason = verdict.score, verdict.reason
+    else:
+        score, reason = local_score(ctx.results["relevance"], ctx.results["toxicity"],
+                                    ctx.results["spam"], settings)
+    ctx.output.labels.append(f"{LABEL_PREFIX}{score}")
+    ctx.output.scores["reply_score"] = float(score)
+    ctx.output.scores["relevance"] = round(ctx.results["relevance"], 4)
+    ctx.output.reasons["reply_score"] = reason
+    return score
+
+
+PLAN = Plan(
+    Eligibility.REPLY_RANKING.value,
+    tasks={
+        "filter": shared.filters,
+        "rate_limit": shared.rate_limit,
+        "parent": parent,
+        "media": shared.media_task,
+        "relevance": relevance,
+        "toxicity": toxicity,
+        "spam": spam,
+        "rank": rank,
+        "sink": shared.sink,
+    },
+    deps={
+        "rate_limit": ["filter"],
+        "parent": ["rate_limit"],
+        "media": ["parent"],
+        "relevance": ["media"],
+        "toxicity": ["media"],
+        "spam": ["media"],
+        "rank": ["relevance", "toxicity", "spam"],
+        "sink": ["rank"],
+    },
+    eligibility=Eligibility.REPLY_RANKING.value,
+    version=VERSION,
+)

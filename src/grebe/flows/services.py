@@ -1,0 +1,140 @@
+"""What flow tasks may use (`ctx.services`): models, media, sinks and small shared state.
+
+The bundle builds one `FlowServices` per engine process in its start(); tasks only read
+it. Everything here is behind a protocol, so unit tests assemble it from test doubles
+(grebe.inference.fakes) and the real bundle from the inference/media factories.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import msgspec
+import numpy as np
+from cachetools import TTLCache
+
+from grebe.inference.base import ChatModel, Embedder, TextClassifier
+from grebe.stores.base import AnnotationStore
+from grebe.types import Post
+
+
+class MediaFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """What plans need from a post's media, whatever pipeline produced it."""
+
+    nsfw: tuple[float, ...] = ()  # one score per image or sampled video frame
+    ocr_text: str = ""
+    transcript: str = ""
+    transcript_language: str | None = None
+    nsfw_model: str = ""  # name of the model that produced `nsfw`
+    items: int = 0  # media items looked at
+    errors: tuple[str, ...] = ()  # per-item problems (unsafe URL, corrupt video...)
+
+    @property
+    def max_nsfw(self) -> float:
+        return max(self.nsfw, default=0.0)
+
+
+@runtime_checkable
+class MediaHydrator(Protocol):
+    """Fetches and analyses a post's media (NSFW, OCR, transcript) once."""
+
+    async def hydrate(self, post: Post) -> MediaFacts: ...
+
+
+@runtime_checkable
+class SpamScorer(Protocol):
+    """The trained spam head: embeddings [n, d] -> spam probabilities [n]."""
+
+    @property
+    def name(self) -> str: ...
+
+    def score(self, embeddings: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class OutputProducer(Protocol):
+    async def publish(self, topic: str, key: bytes | None, value: bytes) -> None: ...
+
+
+class RecentKeys:
+    """Post ids annotated recently, per plan (dedupe within each plan's TTL). Bounded;
+    a key is recorded by the sink after a successful write, so a retry of a failed
+    attempt is never deduplicated away."""
+
+    def __init__(self, maxsize: int = 100_000, max_ttl_s: float = 3600.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._seen: TTLCache[tuple[str, str], float] = TTLCache(maxsize, max_ttl_s, timer=clock)
+        self._clock = clock
+
+    def seen(self, plan: str, key: str, ttl_s: float) -> bool:
+        at = self._seen.get((plan, key))
+        return at is not None and self._clock() - at < ttl_s
+
+    def record(self, plan: str, key: str) -> None:
+        self._seen[(plan, key)] = self._clock()
+
+
+class PlanLimiter:
+    """Per-plan QPS budgets with the `limits` library (moving window), built exactly
+    like the dispatcher's stream limits. A plan over budget waits for the next slot,
+    bounded by the plan's `rate_limit_max_wait_s`; the caller skips the post when even
+    that is not enough. Storage "memory://" counts per engine process; "redis://..."
+    shares the budget across processes and replicas."""
+
+    def __init__(self, storage_uri: str = "memory://") -> None:
+        self._storage_uri = storage_uri
+        self._limiter: Any = None
+        self._items: dict[float, Any] = {}
+
+    async def acquire(self, plan: str, qps: float, max_wait_s: float) -> bool:
+        """True once a slot is taken; False if none frees up within max_wait_s."""
+        from limits.aio.strategies import MovingWindowRateLimiter
+
+        from grebe.core.dispatcher import limiter_storage_from, qps_item
+
+        if self._limiter is None:
+            storage: Any = limiter_storage_from(self._storage_uri)
+            self._limiter = MovingWindowRateLimiter(storage)
+        item = self._items.get(qps)
+        if item is None:
+            item = self._items[qps] = qps_item(qps)
+        deadline = time.time() + max_wait_s
+        while not await self._limiter.hit(item, plan):
+            stats = await self._limiter.get_window_stats(item, plan)
+            wait = max(0.0, stats.reset_time - time.time())
+            if time.time() + wait > deadline:
+                return False
+            # Sleep exactly until the window frees a slot (not a spin), then try again.
+            await asyncio.sleep(wait)
+        return True
+
+
+@dataclass
+class FlowServices:
+    """Injected into every plan as `ctx.services`."""
+
+    settings: Any  # grebe.flows.settings.FlowSettings
+    embedder: Embedder
+    offensive: TextClassifier  # profanity: {"offensive": p}
+    hate: TextClassifier  # {"hate": p, "offensive": p}
+    spam_head: SpamScorer
+    store: AnnotationStore
+    cache: Any  # grebe.core.memo.SharedCache
+    authors: Any  # grebe.flows.signals.AuthorMemory
+    language: TextClassifier | None = None  # {iso_code: p}
+    media: MediaHydrator | None = None
+    chat: ChatModel | None = None
+    producer: OutputProducer | None = None
+    output_topic: str = "annotations"
+    prompts: Any = None  # grebe.flows.llm.PromptBook
+    limiter: PlanLimiter = field(default_factory=PlanLimiter)
+    dedupe: RecentKeys = field(default_factory=RecentKeys)
+    plan_versions: dict[str, str] = field(default_factory=dict)  # filled by the registry
+
+
+def first(rows: Sequence[dict[str, float]]) -> dict[str, float]:
+    return rows[0] if rows else {}

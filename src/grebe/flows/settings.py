@@ -1,0 +1,239 @@
+"""The `plans:` section of the grebe config, validated here (flows own their knobs).
+
+Every threshold a task compares against lives in this file as a default and can be
+overridden per plan in the config; tasks never hard-code one. Layout:
+
+    plans:
+      factory: grebe.flows.registry:build_bundle   # read by the engine, ignored here
+      enabled: [spam_comment, post_safety]          # default: every flow
+      classifier: local                             # or llm: every classifier asks the chat model
+      defaults: {languages: [en], dedupe_ttl_s: 600} # filter/limit keys applied to every plan
+      spam_comment: {threshold: 0.6, max_qps: 200}   # per-plan keys (see the classes below)
+
+docs/annotations.md documents every key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from grebe.errors import ConfigError
+from grebe.types import Eligibility
+
+PostType = Literal["original", "reply"]
+ClassifierBackend = Literal["local", "llm"]
+_BOTH: tuple[PostType, ...] = ("original", "reply")
+_REPLIES: tuple[PostType, ...] = ("reply",)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PlanSettings(_Section):
+    """Filters and limits every plan applies before its model steps."""
+
+    languages: list[str] = Field(default_factory=list)  # allowed ISO 639-1 codes; empty: any
+    post_types: list[PostType] = Field(default_factory=lambda: list(_BOTH))
+    min_engagement: int = Field(default=0, ge=0)  # likes + replies + reposts
+    min_views: int = Field(default=0, ge=0)
+    dedupe_ttl_s: float = Field(default=600.0, ge=0)  # 0: no dedupe by post id
+    max_qps: float | None = Field(default=None, gt=0)  # per plan, per engine process
+    rate_limit_max_wait_s: float = Field(default=2.0, ge=0)  # longer: skip as rate_limited
+    classifier: ClassifierBackend | None = None  # None: plans.classifier
+
+
+class SpamSettings(PlanSettings):
+    # The head is trained on e-mail; short promotional-sounding posts reach 0.7 on it
+    # alone (0.9 * 0.75), so the label needs more than the head's own 0.57 cut.
+    threshold: float = Field(default=0.7, ge=0, le=1)
+    # Noisy-or weights: score = 1 - prod(1 - w_i * s_i) over head, signals, offensive.
+    head_weight: float = Field(default=0.9, ge=0, le=1)
+    signals_weight: float = Field(default=0.6, ge=0, le=1)
+    offensive_weight: float = Field(default=0.3, ge=0, le=1)
+    links_saturation: int = Field(default=4, ge=1)  # this many links = link signal 1.0
+    shouting_min_letters: int = Field(default=12, ge=1)
+    repetition_min_tokens: int = Field(default=8, ge=1)
+    duplicate_saturation: int = Field(default=2, ge=1)  # earlier copies by the author = 1.0
+
+
+class SafetySettings(PlanSettings):
+    nsfw_threshold: float = Field(default=0.8, ge=0, le=1)
+    hate_threshold: float = Field(default=0.5, ge=0, le=1)
+    offensive_threshold: float = Field(default=0.7, ge=0, le=1)
+
+
+class PolicyRule(_Section):
+    min_score: float = Field(ge=0, le=1)
+    action: str
+
+
+def _default_policies() -> dict[str, list[PolicyRule]]:
+    table = {
+        "spam": [(0.9, "remove"), (0.0, "limit_reach")],
+        "hate": [(0.85, "remove"), (0.0, "label")],
+        "harassment": [(0.9, "remove"), (0.0, "limit_reach")],
+        "sexual": [(0.9, "sensitive_media"), (0.0, "label")],
+        "violence": [(0.9, "remove"), (0.0, "label")],
+        "self_harm": [(0.0, "show_resources")],
+    }
+    return {c: [PolicyRule(min_score=s, action=a) for s, a in rules] for c, rules in table.items()}
+
+
+def _default_lexicons() -> dict[str, list[str]]:
+    return {
+        "sexual": ["nude", "nudes", "porn", "xxx", "sex video", "onlyfans", "naked"],
+        "violence": ["kill you", "shoot", "stab", "bomb", "behead", "murder", "beat you up"],
+        "self_harm": ["kill myself", "suicide", "self harm", "self-harm", "cut myself",
+                      "end my life", "want to die"],
+        "targeting": ["you", "your", "you're", "u ", "ur "],
+    }
+
+
+class PtosSettings(PlanSettings):
+    """Two steps: category scores, then policy decisions for matched categories only."""
+
+    category_thresholds: dict[str, float] = Field(
+        default_factory=lambda: {
+            "spam": 0.8, "hate": 0.5, "harassment": 0.6,
+            "sexual": 0.7, "violence": 0.6, "self_harm": 0.5,
+        }
+    )
+    policies: dict[str, list[PolicyRule]] = Field(default_factory=_default_policies)
+    lexicons: dict[str, list[str]] = Field(default_factory=_default_lexicons)
+    lexicon_hit_score: float = Field(default=0.75, ge=0, le=1)  # one hit; each more adds half
+
+
+class BangerSettings(PlanSettings):
+    threshold: float = Field(default=0.6, ge=0, le=1)
+    min_words: int = Field(default=6, ge=1)
+    max_words: int = Field(default=80, ge=1)
+    engagement_saturation: float = Field(default=0.05, gt=0)  # weighted engagement per view
+    spam_penalty_threshold: float = Field(default=0.8, ge=0, le=1)
+    topic_threshold: float = Field(default=0.3, ge=-1, le=1)  # cosine to a topic centroid
+    topics: dict[str, str] = Field(
+        default_factory=lambda: {
+            "sports": "football basketball match goal team player score championship",
+            "technology": "software computer programming startup AI phone app internet",
+            "politics": "election government president vote policy parliament law",
+            "music": "song album concert band singer music tour",
+            "food": "recipe cooking coffee restaurant dinner delicious meal",
+            "science": "research space astronaut NASA physics biology experiment",
+            "animals": "cat dog pet kitten puppy wildlife animal",
+            "finance": "money stock market invest bank crypto price",
+        }
+    )
+
+
+class ReplySettings(PlanSettings):
+    post_types: list[PostType] = Field(default_factory=lambda: list(_REPLIES))
+    relevance_bins: list[float] = Field(default_factory=lambda: [0.15, 0.3, 0.5])  # -> 1, 2, 3
+    toxicity_threshold: float = Field(default=0.6, ge=0, le=1)
+    spam_threshold: float = Field(default=0.8, ge=0, le=1)
+
+
+class EmbeddingSettings(PlanSettings):
+    summary_sentences: int = Field(default=2, ge=1)
+    max_sentences: int = Field(default=10, ge=1)  # longer texts: only the first ones rank
+
+
+class ReplyEmbeddingSettings(EmbeddingSettings):
+    post_types: list[PostType] = Field(default_factory=lambda: list(_REPLIES))
+
+
+class MultimodalSettings(PlanSettings):
+    # v5: weighted mean of the part embeddings (text, OCR text, transcript, parent text).
+    weights: dict[str, float] = Field(
+        default_factory=lambda: {"text": 0.5, "ocr": 0.25, "transcript": 0.25, "parent": 0.2}
+    )
+    max_chars: int = Field(default=2000, ge=1)  # per part
+
+
+class ReplyMultimodalSettings(MultimodalSettings):
+    post_types: list[PostType] = Field(default_factory=lambda: list(_REPLIES))
+
+
+class AuthorMemorySettings(_Section):
+    """Bounded per-author memory of recent texts (the duplicate-text spam signal)."""
+
+    authors: int = Field(default=50_000, ge=1)
+    texts_per_author: int = Field(default=20, ge=1)
+    window_s: float = Field(default=3600.0, gt=0)
+
+
+class SharedCacheSettings(_Section):
+    """Cross-payload/retry cache of embeddings, media facts and model scores."""
+
+    ttl_s: float = Field(default=600.0, gt=0)
+    maxsize: int = Field(default=20_000, ge=1)
+
+
+#: plan name -> its settings class. Plan names equal their eligibility.
+PLAN_SETTINGS: dict[str, type[PlanSettings]] = {
+    Eligibility.SPAM_COMMENT: SpamSettings,
+    Eligibility.BANGER_INITIAL_SCREEN: BangerSettings,
+    Eligibility.POST_SAFETY: SafetySettings,
+    Eligibility.SAFETY_PTOS: PtosSettings,
+    Eligibility.REPLY_RANKING: ReplySettings,
+    Eligibility.POST_EMBEDDING_WITH_SUMMARY: EmbeddingSettings,
+    Eligibility.POST_EMBEDDING_WITH_SUMMARY_FOR_REPLY: ReplyEmbeddingSettings,
+    Eligibility.MM_EMB_V5: MultimodalSettings,
+    Eligibility.MM_EMB_V5_FOR_REPLY: ReplyMultimodalSettings,
+    Eligibility.MM_EMB_V4: MultimodalSettings,
+}
+
+_TOP_KEYS = {"factory", "enabled", "classifier", "prompts_dir", "defaults",
+             "author_memory", "shared_cache"}
+
+
+class FlowSettings(_Section):
+    enabled: list[str] = Field(default_factory=lambda: list(PLAN_SETTINGS))
+    classifier: ClassifierBackend = "local"
+    prompts_dir: Path | None = None  # override the packaged prompt templates
+    author_memory: AuthorMemorySettings = AuthorMemorySettings()
+    shared_cache: SharedCacheSettings = SharedCacheSettings()
+    per_plan: dict[str, PlanSettings] = Field(default_factory=dict)
+
+    def plan(self, name: str) -> Any:
+        """The settings of plan `name` (typed per flow: SpamSettings, ...)."""
+        return self.per_plan[name]
+
+    def backend(self, name: str) -> ClassifierBackend:
+        return self.per_plan[name].classifier or self.classifier
+
+    @classmethod
+    def from_section(cls, raw: dict[str, Any] | None) -> FlowSettings:
+        """Validate the free-form `plans:` section; ConfigError naming the bad key."""
+        raw = dict(raw or {})
+        unknown = sorted(set(raw) - _TOP_KEYS - set(PLAN_SETTINGS))
+        if unknown:
+            raise ConfigError(
+                f"invalid plans configuration: unknown keys {unknown}; "
+                f"plans are {sorted(PLAN_SETTINGS)}"
+            )
+        defaults = raw.pop("defaults", None) or {}
+        raw.pop("factory", None)
+        per_plan: dict[str, PlanSettings] = {}
+        for name, kind in PLAN_SETTINGS.items():
+            per_plan[name] = _validate(kind, {**defaults, **(raw.pop(name, None) or {})}, name)
+        settings = _validate(cls, raw, "")
+        bad = sorted(set(settings.enabled) - set(PLAN_SETTINGS))
+        if bad:
+            raise ConfigError(f"plans.enabled names unknown plans {bad}")
+        settings.per_plan = per_plan
+        return settings
+
+
+def _validate(kind: type[_Section], raw: dict[str, Any], where: str) -> Any:
+    try:
+        return kind.model_validate(raw)
+    except ValidationError as exc:
+        prefix = f"plans.{where}." if where else "plans."
+        problems = "; ".join(
+            f"{prefix}{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise ConfigError(f"invalid plans configuration: {problems}") from exc

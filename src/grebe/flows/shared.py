@@ -1,0 +1,212 @@
+"""Tasks every flow reuses: filters, rate limit, media hydration, text embedding and
+scores, OCR text, transcript, and the sink.
+
+Expensive work goes through two layers: `ctx.memo` (one computation per payload, shared
+by every plan of that payload running at once) and `services.cache` (a TTL cache keyed
+by content, so a retry, a repost of the same text or the same image URL on another
+post is not recomputed). Settings come from `services.settings.plan(ctx.plan)`, so one
+task serves every plan with that plan's thresholds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import numpy as np
+
+from grebe import codec
+from grebe.core.task import SkipTask, TaskContext, TaskSpec
+from grebe.flows.services import FlowServices, MediaFacts, first
+from grebe.types import Annotation
+
+T = TypeVar("T")
+
+# Memo/cache key prefixes (one place, so two tasks never collide by accident).
+KEY_EMBED = "emb"
+KEY_OFFENSIVE = "offensive"
+KEY_HATE = "hate"
+KEY_LANG = "lang"
+KEY_MEDIA = "media"
+KEY_SPAM_HEAD = "spam_head"
+
+# Skip reasons (they appear in task errors and the analyze output).
+SKIP_DEADLINE = "deadline passed"
+SKIP_POST_TYPE = "post type not handled by this plan"
+SKIP_LANGUAGE = "language not handled by this plan"
+SKIP_ENGAGEMENT = "below the engagement threshold"
+SKIP_DUPLICATE = "already annotated within the dedupe TTL"
+SKIP_RATE_LIMITED = "rate limited"
+
+
+def services_of(ctx: TaskContext) -> FlowServices:
+    return ctx.services
+
+
+def settings_of(ctx: TaskContext) -> Any:
+    return ctx.services.settings.plan(ctx.plan)
+
+
+def digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+async def shared(ctx: TaskContext, key: str, factory: Callable[[], Awaitable[T]]) -> T:
+    """Once per payload (memo) and, across payloads and retries, once per TTL (cache)."""
+    cache = ctx.services.cache
+    return await ctx.memo.get_or_compute(key, lambda: cache.get_or_compute(key, factory))
+
+
+# --- content helpers (used by many flows' model steps) ---
+
+async def embed(ctx: TaskContext, text: str) -> np.ndarray:
+    """One L2-normalised embedding of `text`, computed once per distinct text."""
+    services = services_of(ctx)
+    ctx.output.model_versions["embedder"] = services.embedder.name
+
+    async def compute() -> np.ndarray:
+        return (await services.embedder.embed([text]))[0]
+
+    return await shared(ctx, f"{KEY_EMBED}:{digest(text)}", compute)
+
+
+async def offensive_score(ctx: TaskContext, text: str) -> float:
+    services = services_of(ctx)
+    ctx.output.model_versions["offensive"] = services.offensive.name
+
+    async def compute() -> float:
+        return float(max(first(await services.offensive.classify([text])).values(), default=0.0))
+
+    return await shared(ctx, f"{KEY_OFFENSIVE}:{digest(text)}", compute)
+
+
+async def hate_scores(ctx: TaskContext, text: str) -> dict[str, float]:
+    """{"hate": p, "offensive": p} from the hate/offensive model."""
+    services = services_of(ctx)
+    ctx.output.model_versions["hate"] = services.hate.name
+
+    async def compute() -> dict[str, float]:
+        return first(await services.hate.classify([text]))
+
+    return await shared(ctx, f"{KEY_HATE}:{digest(text)}", compute)
+
+
+async def spam_head_score(ctx: TaskContext, text: str) -> float:
+    services = services_of(ctx)
+    vector = await embed(ctx, text)
+    ctx.output.model_versions["spam_head"] = services.spam_head.name
+
+    async def compute() -> float:
+        return float(services.spam_head.score(vector[None, :])[0])
+
+    return await shared(ctx, f"{KEY_SPAM_HEAD}:{digest(text)}", compute)
+
+
+async def language(ctx: TaskContext) -> str | None:
+    """The post's declared language, else the detector's best guess."""
+    post = ctx.payload.post
+    detector = services_of(ctx).language
+    if post.lang or detector is None or not post.text.strip():
+        return post.lang
+
+    async def compute() -> str | None:
+        scores = first(await detector.classify([post.text]))
+        return max(scores, key=scores.__getitem__) if scores else None
+
+    return await shared(ctx, f"{KEY_LANG}:{digest(post.text)}", compute)
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Embeddings are L2-normalised, so the dot product is the cosine."""
+    return float(np.dot(a, b))
+
+
+# --- tasks (async fn(ctx)), shared by the plans ---
+
+async def filters(ctx: TaskContext) -> None:
+    """Deadline, post type, engagement, dedupe by post id, language: skip early and
+    cheaply, before any model runs."""
+    settings = settings_of(ctx)
+    payload, post = ctx.payload, ctx.payload.post
+    if payload.expired():
+        raise SkipTask(SKIP_DEADLINE)
+    if ("reply" if post.is_reply else "original") not in settings.post_types:
+        raise SkipTask(SKIP_POST_TYPE)
+    if post.like_count + post.reply_count + post.repost_count < settings.min_engagement or (
+        post.view_count < settings.min_views
+    ):
+        raise SkipTask(SKIP_ENGAGEMENT)
+    if settings.dedupe_ttl_s and services_of(ctx).dedupe.seen(
+        ctx.plan, post.id, settings.dedupe_ttl_s
+    ):
+        raise SkipTask(SKIP_DUPLICATE)
+    if settings.languages and (await language(ctx)) not in settings.languages:
+        raise SkipTask(SKIP_LANGUAGE)
+
+
+async def rate_limit(ctx: TaskContext) -> None:
+    settings = settings_of(ctx)
+    if settings.max_qps is None:
+        return
+    limiter = services_of(ctx).limiter
+    if not await limiter.acquire(ctx.plan, settings.max_qps, settings.rate_limit_max_wait_s):
+        raise SkipTask(SKIP_RATE_LIMITED)
+
+
+async def hydrate_media(ctx: TaskContext) -> MediaFacts:
+    """Fetch and analyse the post's media once (NSFW, OCR, transcript); no media or no
+    media service -> empty facts, so text-only posts flow through the same DAG."""
+    post, media = ctx.payload.post, services_of(ctx).media
+    if not post.media or media is None:
+        return MediaFacts()
+    key = f"{KEY_MEDIA}:{digest('|'.join(m.url for m in post.media))}"
+    facts = await shared(ctx, key, lambda: media.hydrate(post))
+    if facts.transcript:
+        ctx.output.transcript = facts.transcript
+    return facts
+
+
+#: Media hydration may queue behind other posts' downloads and transcriptions.
+MEDIA_TIMEOUT_S = 180.0
+media_task = TaskSpec(hydrate_media, timeout_s=MEDIA_TIMEOUT_S)
+
+
+async def text_embedding(ctx: TaskContext) -> np.ndarray:
+    return await embed(ctx, ctx.payload.post.text)
+
+
+async def ocr_text(ctx: TaskContext) -> str:
+    facts: MediaFacts = ctx.results["media"]
+    return facts.ocr_text
+
+
+async def transcript(ctx: TaskContext) -> str:
+    facts: MediaFacts = ctx.results["media"]
+    return facts.transcript
+
+
+async def sink(ctx: TaskContext) -> Annotation:
+    """Upsert the plan's annotation (idempotent by post, producer, version) and publish
+    it to the output topic; then remember the post for the plan's dedupe window."""
+    services = services_of(ctx)
+    out, post = ctx.output, ctx.payload.post
+    annotation = Annotation(
+        post_id=post.id,
+        producer=ctx.plan,
+        version=services.plan_versions.get(ctx.plan, "1"),
+        labels=list(out.labels),
+        scores=dict(out.scores),
+        reasons=dict(out.reasons),
+        embedding=out.embedding,
+        transcript=out.transcript,
+        model_versions=dict(out.model_versions),
+    )
+    await services.store.upsert([annotation])
+    if services.producer is not None:
+        await services.producer.publish(
+            services.output_topic, post.id.encode(), codec.encode(annotation)
+        )
+    if settings_of(ctx).dedupe_ttl_s:
+        services.dedupe.record(ctx.plan, post.id)
+    return annotation

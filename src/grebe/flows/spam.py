@@ -1,0 +1,117 @@
+"""Spam comment: is this post or comment spam?
+
+Local classifier: the trained spam head on the MiniLM embedding, the offensive-language
+model and cheap signals (links, shouting, repetition, the same text again from one
+author), combined by a weighted noisy-or so any one strong signal can carry the verdict.
+Text read from attached images (OCR) is scored with the post text: image spam is spam.
+"""
+
+from __future__ import annotations
+
+from grebe.core.plan import Plan
+from grebe.core.task import TaskContext
+from grebe.flows import llm, shared
+from grebe.flows.services import MediaFacts
+from grebe.flows.settings import SpamSettings
+from grebe.flows.signals import TextSignals, text_signals
+from grebe.types import Eligibility
+
+VERSION = "1"
+LABEL_SPAM = "spam"
+LABEL_NOT_SPAM = "not_spam"
+
+
+def full_text(ctx: TaskContext) -> str:
+    facts: MediaFacts = ctx.results["media"]
+    post_text = ctx.payload.post.text
+    return f"{post_text}\n{facts.ocr_text}".strip() if facts.ocr_text else post_text
+
+
+async def head(ctx: TaskContext) -> float:
+    return await shared.spam_head_score(ctx, full_text(ctx))
+
+
+async def offensive(ctx: TaskContext) -> float:
+    return await shared.offensive_score(ctx, full_text(ctx))
+
+
+async def signals(ctx: TaskContext) -> TextSignals:
+    settings: SpamSettings = shared.settings_of(ctx)
+    post = ctx.payload.post
+    return text_signals(
+        full_text(ctx), author_id=post.author_id, post_id=post.id,
+        memory=ctx.services.authors, shouting_min_letters=settings.shouting_min_letters,
+        repetition_min_tokens=settings.repetition_min_tokens,
+    )
+
+
+def signal_strength(sig: TextSignals, settings: SpamSettings) -> tuple[float, str]:
+    """The strongest cheap signal in [0, 1] and what it was."""
+    candidates = {
+        f"{sig.links} link(s)": min(1.0, sig.links / settings.links_saturation),
+        f"{sig.shouting:.0%} upper case": max(0.0, (sig.shouting - 0.5) * 2),
+        f"{sig.repetition:.0%} repeated words": sig.repetition,
+        f"same text posted {sig.duplicates} time(s) before by the author": min(
+            1.0, sig.duplicates / settings.duplicate_saturation
+        ),
+    }
+    reason = max(candidates, key=candidates.__getitem__)
+    return candidates[reason], reason
+
+
+def combine(head_p: float, sig: TextSignals, offensive_p: float,
+            settings: SpamSettings) -> tuple[float, str]:
+    """Noisy-or of the weighted parts, and a reason naming the ones that mattered."""
+    strength, signal_reason = signal_strength(sig, settings)
+    parts = {
+        f"spam head {head_p:.2f}": settings.head_weight * head_p,
+        f"{signal_reason}": settings.signals_weight * strength,
+        f"offensive {offensive_p:.2f}": settings.offensive_weight * offensive_p,
+    }
+    miss = 1.0
+    for value in parts.values():
+        miss *= 1.0 - value
+    ranked = sorted((p for p in parts.items() if p[1] > 0.05), key=lambda p: -p[1])
+    return 1.0 - miss, "; ".join(name for name, _ in ranked) or "no spam signal"
+
+
+async def classify(ctx: TaskContext) -> float:
+    settings: SpamSettings = shared.settings_of(ctx)
+    if ctx.services.settings.backend(ctx.plan) == "llm":
+        # The model's yes/no decides the label; its score is reported as given.
+        verdict = await llm.ask(ctx, "spam", llm.SpamVerdict, text=full_text(ctx))
+        score, reason, is_spam = verdict.score, verdict.reason, verdict.spam
+    else:
+        score, reason = combine(ctx.results["head"], ctx.results["signals"],
+                                ctx.results["offensive"], settings)
+        is_spam = score >= settings.threshold
+    ctx.output.labels.append(LABEL_SPAM if is_spam else LABEL_NOT_SPAM)
+    ctx.output.scores[LABEL_SPAM] = round(score, 4)
+    ctx.output.reasons[LABEL_SPAM] = reason
+    return score
+
+
+PLAN = Plan(
+    Eligibility.SPAM_COMMENT.value,
+    tasks={
+        "filter": shared.filters,
+        "rate_limit": shared.rate_limit,
+        "media": shared.media_task,
+        "head": head,
+        "offensive": offensive,
+        "signals": signals,
+        "classify": classify,
+        "sink": shared.sink,
+    },
+    deps={
+        "rate_limit": ["filter"],
+        "media": ["rate_limit"],
+        "head": ["media"],
+        "offensive": ["media"],
+        "signals": ["media"],
+        "classify": ["head", "offensive", "signals"],
+        "sink": ["classify"],
+    },
+    eligibility=Eligibility.SPAM_COMMENT.value,
+    version=VERSION,
+)

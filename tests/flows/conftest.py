@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from grebe.core.planmaster import PlanMaster
+from grebe.flows import registry
+from grebe.flows.models import FlowModels
+from grebe.flows.services import FlowServices, MediaFacts
+from grebe.flows.settings import FlowSettings
+from grebe.inference.fakes import HashEmbedder
+from grebe.stores.base import MemoryStore
+from grebe.types import Eligibility, Post, TaskPayload, UserContext
+
+from .doubles import (
+    HATE_WORDS,
+    OFFENSIVE_WORDS,
+    DirectionSpamHead,
+    FakeMedia,
+    RecordingProducer,
+    WordsClassifier,
+)
+
+ALL = frozenset(e.value for e in Eligibility)
+
+
+def fake_models(chat: Any = None) -> FlowModels:
+    embedder = HashEmbedder()
+    return FlowModels(
+        embedder=embedder,
+        offensive=WordsClassifier({"offensive": OFFENSIVE_WORDS}, "words-profanity"),
+        hate=WordsClassifier({"hate": HATE_WORDS, "offensive": OFFENSIVE_WORDS}, "words-hate"),
+        spam_head=DirectionSpamHead(embedder),
+        chat=chat,
+    )
+
+
+def fake_services(plans: dict[str, Any] | None = None, *, chat: Any = None,
+                  facts: MediaFacts | None = None) -> FlowServices:
+    settings = FlowSettings.from_section(plans)
+    return registry.assemble(
+        settings, models=fake_models(chat), store=MemoryStore(), producer=RecordingProducer(),
+        media=FakeMedia(facts or MediaFacts()),
+    )
+
+
+def payload(text: str, *, eligibilities: frozenset[str] = ALL, parent: str | None = None,
+            post_id: str = "p1", author: str = "a1", **post: Any) -> TaskPayload:
+    parent_post = Post(id="parent", author_id="a0", text=parent) if parent else None
+    return TaskPayload(
+        payload_id=f"test:{post_id}",
+        post=Post(id=post_id, author_id=author, text=text,
+                  reply_to_post_id="parent" if parent else None, **post),
+        context=UserContext(parent=parent_post),
+        eligibilities=eligibilities,
+    )
+
+
+@pytest.fixture
+def services() -> FlowServices:
+    return fake_services()
+
+
+@pytest.fixture
+def master(services: FlowServices) -> PlanMaster:
+    return PlanMaster(registry.PLANS, services=services)

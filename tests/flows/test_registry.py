@@ -1,0 +1,91 @@
+"""Each plan's DAG shape: task names, dependencies and eligibility, as declared."""
+
+from __future__ import annotations
+
+import pytest
+
+from grebe.flows import banger, embeddings, multimodal, ptos, registry, replies, safety, spam
+from grebe.types import Eligibility
+
+HEAD = {"rate_limit": ("filter",)}
+
+SHAPES = {
+    spam.PLAN: {**HEAD, "media": ("rate_limit",), "head": ("media",), "offensive": ("media",),
+                "signals": ("media",), "classify": ("head", "offensive", "signals"),
+                "sink": ("classify",)},
+    safety.PLAN: {**HEAD, "media": ("rate_limit",), "post_text": ("rate_limit",),
+                  "media_text": ("media",), "classify": ("post_text", "media_text"),
+                  "sink": ("classify",)},
+    ptos.PLAN: {**HEAD, "media": ("rate_limit",), "spam": ("media",), "toxicity": ("media",),
+                "categories": ("spam", "toxicity"), "policy": ("categories",),
+                "sink": ("policy",)},
+    banger.PLAN: {**HEAD, "media": ("rate_limit",), "embedding": ("rate_limit",),
+                  "topics": ("embedding",), "penalties": ("embedding",),
+                  "score": ("media", "topics", "penalties"), "sink": ("score",)},
+    replies.PLAN: {**HEAD, "parent": ("rate_limit",), "media": ("parent",),
+                   "relevance": ("media",), "toxicity": ("media",), "spam": ("media",),
+                   "rank": ("relevance", "toxicity", "spam"), "sink": ("rank",)},
+    embeddings.PLAN: {**HEAD, "media": ("rate_limit",), "embedding": ("media",),
+                      "summary": ("media",), "sink": ("embedding", "summary")},
+    embeddings.FOR_REPLY_PLAN: {**HEAD, "parent": ("rate_limit",), "media": ("parent",),
+                                "embedding": ("media",), "summary": ("media",),
+                                "sink": ("embedding", "summary")},
+    multimodal.PLAN: {**HEAD, "media": ("rate_limit",), "parts": ("media",),
+                      "embedding": ("parts",), "sink": ("embedding",)},
+    multimodal.FOR_REPLY_PLAN: {**HEAD, "parent": ("rate_limit",), "media": ("parent",),
+                                "parts": ("media",), "embedding": ("parts",),
+                                "sink": ("embedding",)},
+    multimodal.V4_PLAN: {**HEAD, "media": ("rate_limit",), "parts": ("media",),
+                         "embedding": ("parts",), "sink": ("embedding",)},
+}
+
+
+@pytest.mark.parametrize("plan", list(SHAPES), ids=lambda p: p.name)
+def test_plan_shape(plan) -> None:
+    expected = {"filter": (), **SHAPES[plan]}
+    assert set(plan.task_names) == set(expected)
+    assert dict(plan.deps) == expected
+    assert plan.eligibility == plan.name
+    order = plan.topological_order
+    assert order[0] == "filter" and order[1] == "rate_limit" and order[-1] == "sink"
+
+
+def test_every_seed_eligibility_has_exactly_one_plan() -> None:
+    assert sorted(p.eligibility for p in registry.PLANS) == sorted(e.value for e in Eligibility)
+    assert set(SHAPES) == set(registry.PLANS)
+
+
+def test_versions() -> None:
+    assert multimodal.PLAN.version == "5" and multimodal.V4_PLAN.version == "4"
+    assert spam.PLAN.version == "1"
+
+
+def test_default_config_maps_sixteen_streams_to_every_plan() -> None:
+    from importlib import resources
+
+    from grebe.config import load_config
+    from grebe.flows.settings import FlowSettings
+
+    path = resources.files("grebe") / "data" / "default.yaml"
+    config = load_config(str(path))
+    assert len(config.streams) == 16
+    assert len({s.topic for s in config.streams}) == 16  # one consumer group per topic
+    reachable = {e for s in config.streams for e in s.eligibilities}
+    assert reachable == {p.eligibility for p in registry.PLANS}
+    assert config.plans["factory"] == registry.FACTORY
+    FlowSettings.from_section(config.plans)
+
+
+def test_build_bundle_constructs_without_starting(tmp_path) -> None:
+    from grebe.config import load_config
+    from grebe.core.bundle import build_bundle
+
+    config = load_config(data_dir=tmp_path, plans={
+        "factory": registry.FACTORY, "enabled": ["spam_comment", "mm_emb_v4"]})
+    bundle = build_bundle(config)
+    assert [p.name for p in bundle.plans] == ["spam_comment", "mm_emb_v4"]
+    assert bundle.services.plan_versions["mm_emb_v4"] == "4"
+    names = [type(c).__name__ for c in bundle.components]
+    assert names[0] == "SqliteStore" and names[-1] == "PipelineHydrator"
+    assert "MiniLMEmbedder" in names and "TrainedSpamHead" in names
+    assert not (tmp_path / "annotations.db").exists()  # nothing opened before start()
