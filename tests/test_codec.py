@@ -1,0 +1,45 @@
+import msgspec
+import pytest
+
+from grebe import codec
+from grebe.errors import DecodeError
+from grebe.types import Annotation, DeadLetter, Envelope, Media, Post, TaskPayload
+
+
+def test_bare_post_and_envelope_decode_to_the_same_post():
+    post = Post(id="1", author_id="a", text="hello", media=(Media(kind="image", url="https://x/y.png"),))
+    bare = codec.decode_envelope(codec.encode(post))
+    wrapped = codec.decode_envelope(codec.encode(Envelope(post=post)))
+    assert bare.post == wrapped.post == post
+
+
+@pytest.mark.parametrize(
+    ("raw", "fragment"),
+    [
+        (b"{", "malformed"),
+        (b"[]", "schema"),
+        (b'{"id": 1, "author_id": "a"}', "Expected `str`"),
+        (b'{"post": {"id": "x"}}', "author_id"),
+        (b'{"id": "x", "author_id": "a", "media": [{"kind": "gif", "url": "u"}]}', "kind"),
+    ],
+)
+def test_bad_messages_raise_decode_error_with_a_reason(raw, fragment):
+    with pytest.raises(DecodeError) as info:
+        codec.decode_envelope(raw)
+    assert fragment in str(info.value)
+
+
+def test_round_trips():
+    payload = TaskPayload(payload_id="p", post=Post(id="1", author_id="a"), eligibilities=frozenset({"x"}))
+    assert codec.decode_payload(codec.encode(payload)) == payload
+    ann = Annotation(post_id="1", producer="spam", version="1", labels=["spam"], scores={"spam": 0.9})
+    assert codec.decode_annotation(codec.encode(ann)).key == ("1", "spam", "1")
+    dead = DeadLetter(source="s", reason="r", attempts=3, last_error="boom", original=b"\x00raw")
+    assert codec.decode_dead_letter(codec.encode(dead)).original == b"\x00raw"
+
+
+def test_payload_expiry():
+    payload = TaskPayload(payload_id="p", post=Post(id="1", author_id="a"), deadline=100.0)
+    assert payload.expired(now=100.5)
+    assert not payload.expired(now=99.0)
+    assert not msgspec.structs.replace(payload, deadline=None).expired(now=1e12)
