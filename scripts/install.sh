@@ -33,14 +33,18 @@ fi
 [ -x .venv/bin/python ] || uv venv -q -p "$PY" .venv
 echo "==> python packages (cached by uv under ~/.cache/uv)"
 VIRTUAL_ENV="$PWD/.venv" uv pip install -q -e '.[dev]'
-# The LLM path's local server: llama-cpp-python ships only an sdist (~11 min to compile on
-# 2 cores), so its wheel is built once into .cache/wheels and reused from there.
-LLAMA_VERSION=0.3.36
-if ! ls .cache/wheels/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
-  echo "==> building the llama-cpp-python $LLAMA_VERSION wheel once (slow; cached in .cache/wheels)"
-  mkdir -p .cache/wheels
-  CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" uvx --python .venv/bin/python --from pip \
-    pip wheel --no-deps "llama-cpp-python==$LLAMA_VERSION" -w .cache/wheels
+# --llm: also the LLM path's local server (the test suite needs it, `grebe demo` does not).
+# llama-cpp-python ships only an sdist (minutes to compile on 2 cores), so its wheel is built
+# once into a machine-wide cache outside the checkout and reused by every clone.
+if [ "${1:-}" = "--llm" ]; then
+  LLAMA_VERSION=0.3.36
+  WHEELS=${GREBE_CACHE_DIR:-$HOME/.cache/grebe}/wheels
+  if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
+    echo "==> building the llama-cpp-python $LLAMA_VERSION wheel once (slow; cached in $WHEELS)"
+    mkdir -p "$WHEELS"
+    CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" uvx --python .venv/bin/python --from pip \
+      pip wheel --no-deps "llama-cpp-python==$LLAMA_VERSION" -w "$WHEELS"
+  fi
+  VIRTUAL_ENV="$PWD/.venv" uv pip install -q --find-links "$WHEELS" -e '.[dev,llm]'
 fi
-VIRTUAL_ENV="$PWD/.venv" uv pip install -q --find-links .cache/wheels -e '.[dev,llm]'
 echo "==> installed: $(.venv/bin/grebe --version 2>/dev/null || echo grebe)"

@@ -7,7 +7,7 @@
 # Works as root on a fresh Debian 12 machine without systemd (daemons are started
 # directly, never through systemctl) and as a sudo-capable user. Idempotent: `up` on a
 # running service only checks that it answers. Kafka's jars come from Maven Central once
-# into .cache/kafka/libs and its storage is formatted once, so reruns take seconds.
+# into ~/.cache/grebe/kafka-<version>/libs and its storage is formatted once, so reruns take seconds.
 # Logs: .cache/services/logs/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,8 +15,10 @@ ROOT=$PWD
 
 CACHE=$ROOT/.cache/services
 LOGS=$CACHE/logs
-KAFKA_HOME=$ROOT/.cache/kafka
+KAFKA_HOME=$ROOT/.cache/kafka  # this checkout's broker config and storage
 KAFKA_VERSION=${GREBE_KAFKA_VERSION:-3.9.1}
+# Jars are shared by every checkout on the machine, so a fresh clone does not refetch them.
+KAFKA_LIBS=${GREBE_CACHE_DIR:-$HOME/.cache/grebe}/kafka-$KAFKA_VERSION/libs
 SLF4J_VERSION=1.7.36
 HOST=127.0.0.1
 REDIS_PORT=6379
@@ -184,11 +186,11 @@ rabbit_status() { port_open "$RABBIT_PORT" && echo "rabbitmq  up    $HOST:$RABBI
 # ---------------------------------------------------------------- kafka
 
 kafka_fetch() {
-  local marker=$KAFKA_HOME/libs/.complete-$KAFKA_VERSION
+  local marker=$KAFKA_LIBS/.complete-$KAFKA_VERSION
   [ -f "$marker" ] && return 0
   log "kafka: fetching kafka_2.13 $KAFKA_VERSION jars from Maven Central"
   mkdir -p "$KAFKA_HOME"
-  rm -rf "$KAFKA_HOME/libs"
+  rm -rf "$KAFKA_LIBS"
   cat >"$KAFKA_HOME/pom.xml" <<EOF
 <project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
@@ -200,7 +202,7 @@ kafka_fetch() {
 </project>
 EOF
   mvn -q -B -f "$KAFKA_HOME/pom.xml" dependency:copy-dependencies -DincludeScope=runtime \
-    -DoutputDirectory="$KAFKA_HOME/libs" >"$LOGS/kafka-fetch.log" 2>&1 \
+    -DoutputDirectory="$KAFKA_LIBS" >"$LOGS/kafka-fetch.log" 2>&1 \
     || { tail -n 30 "$LOGS/kafka-fetch.log" >&2; die "kafka: mvn could not fetch the jars"; }
   touch "$marker"
 }
@@ -245,7 +247,7 @@ EOF
 
 kafka_java() {
   java -Xms256m -Xmx768m -XX:+UseG1GC -Djava.awt.headless=true \
-    -Dlog4j.configuration="file:$KAFKA_HOME/log4j.properties" -cp "$KAFKA_HOME/libs/*" "$@"
+    -Dlog4j.configuration="file:$KAFKA_HOME/log4j.properties" -cp "$KAFKA_LIBS/*" "$@"
 }
 
 kafka_format() {
@@ -293,7 +295,7 @@ kafka_up() {
   kafka_format
   # setsid/nohup exec in place, so $! is the JVM's pid.
   setsid nohup java -Xms256m -Xmx768m -XX:+UseG1GC -Djava.awt.headless=true \
-    -Dlog4j.configuration="file:$KAFKA_HOME/log4j.properties" -cp "$KAFKA_HOME/libs/*" \
+    -Dlog4j.configuration="file:$KAFKA_HOME/log4j.properties" -cp "$KAFKA_LIBS/*" \
     kafka.Kafka "$KAFKA_HOME/server.properties" >"$LOGS/kafka.out" 2>&1 </dev/null 9>&- &
   echo $! >"$CACHE/kafka.pid"
   wait_for kafka "$LOGS/kafka.out" port_open "$KAFKA_PORT"

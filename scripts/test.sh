@@ -3,7 +3,7 @@
 # `.ci/run` runs exactly this. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install.sh
+bash scripts/install.sh --llm
 bash scripts/services.sh up
 export LANG=en_US.UTF-8 LC_ALL=en_US.UTF-8 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 set +e

@@ -1,7 +1,7 @@
 """The LLM path against a real OpenAI-compatible server: llama-cpp-python's server with
 the packaged SmolLM2-135M model. The model is far too small to judge posts well, so the
 test checks the contract — schema-constrained answers parsed into annotations — not
-the verdicts. (The wheel is built once into .cache/wheels by scripts/install.sh.)"""
+the verdicts. (Its wheel is built once into ~/.cache/grebe/wheels by `scripts/install.sh --llm`.)"""
 
 from __future__ import annotations
 
