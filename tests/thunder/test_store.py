@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from grebe.thunder.events import PostCreate, PostDelete, QuotedPostDelete
@@ -224,3 +226,126 @@ def test_unknown_event_type_is_refused() -> None:
     store, _ = make_store()
     with pytest.raises(TypeError):
         store.apply(object())  # type: ignore[arg-type]
+
+
+# ---- the query against a plain restatement of its rules ------------------------------
+
+
+def reference(store: ThunderStore, query: InNetworkQuery) -> list[str]:
+    """The rules written the slow, obvious way: each followed author's newest k of each
+    kind (skipping excluded ids), replies kept only into a followed conversation, then
+    a stable sort newest first (ties in candidate order: originals, then replies and
+    retweets, each in following order)."""
+    s = store.settings
+    allowed = {*query.following_user_ids, query.user_id}
+    if query.is_video_request:
+        kinds = [("videos", s.serve_videos_per_author)]
+    else:
+        kinds = [("originals", s.serve_originals_per_author),
+                 ("secondary", s.serve_secondary_per_author)]
+    candidates = []
+    for attr, k in kinds:
+        for author in query.following_user_ids:
+            posts = store.authors.get(author)
+            if posts is None or not k:
+                continue
+            kept = [p for p in getattr(posts, attr) if p.post_id not in query.exclude_post_ids]
+            for p in kept[-k:]:
+                if p.in_reply_to_post_id is not None and not (
+                    p.conversation_author_id in allowed
+                    and (p.in_reply_to_author_id in allowed
+                         or p.in_reply_to_author_id == p.author_id)
+                ):
+                    continue
+                candidates.append(p)
+    candidates.sort(key=lambda p: -p.created_at)
+    return [p.post_id for p in candidates[: query.max_results]]
+
+
+def random_store(seed: int) -> tuple[ThunderStore, list[str], random.Random]:
+    rng = random.Random(seed)
+    store, clock = make_store(
+        max_originals_per_author=rng.choice([2, 6, 64]),
+        max_secondary_per_author=rng.choice([1, 4, 64]),
+        max_videos_per_author=rng.choice([1, 3]),
+        serve_originals_per_author=rng.choice([0, 1, 3, 5]),
+        serve_secondary_per_author=rng.choice([0, 2, 3]),
+        serve_videos_per_author=rng.choice([1, 3]),
+        scan_chunk=rng.choice([1, 4, 256]),
+        retention_s=500.0,
+    )
+    authors = [f"u{i}" for i in range(rng.choice([3, 12]))]
+    pids: list[str] = []
+    for i in range(300):
+        if pids and rng.random() < 0.05:
+            store.apply(PostDelete(post_id=rng.choice(pids)))
+            continue
+        kw: dict[str, object] = {"has_video": rng.random() < 0.3}
+        kind = rng.random()
+        if pids and kind < 0.3:
+            kw["in_reply_to_post_id"] = rng.choice(pids)
+        elif pids and kind < 0.45:
+            kw["retweet_of_post_id"] = rng.choice(pids)
+        # Whole seconds, so many posts share a timestamp.
+        age = float(rng.randrange(20)) if rng.random() < 0.5 else rng.random() * 400
+        store.apply(create(f"p{i}", rng.choice(authors), age_s=age, **kw))
+        pids.append(f"p{i}")
+        if rng.random() < 0.01:
+            clock.now += 50
+            store.trim()
+    return store, [*authors, "nobody"], rng
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_query_matches_the_rules_written_plainly(seed: int) -> None:
+    store, authors, rng = random_store(seed)
+    pids = list(store.by_id)
+    for _ in range(25):
+        query = InNetworkQuery(
+            user_id=rng.choice(["viewer", authors[0]]),
+            following_user_ids=rng.sample(authors, rng.randrange(1, len(authors) + 1)),
+            exclude_post_ids=set(rng.sample(pids, min(len(pids), rng.choice([0, 2, 40, 999])))),
+            max_results=rng.choice([1, 3, 10, 800]),
+            is_video_request=rng.random() < 0.25,
+        )
+        got = [p.post_id for p in store.get_in_network_posts(query).posts]
+        assert got == reference(store, query)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_timestamp_columns_stay_in_step_with_the_records(seed: int) -> None:
+    store, _, _ = random_store(seed)
+    for posts in store.authors.values():
+        for attr in ("originals", "secondary", "videos"):
+            records = getattr(posts, attr)
+            assert list(getattr(posts, f"{attr}_ts")) == [p.created_at for p in records]
+            assert all(store.by_id[p.post_id] is p for p in records)
+        assert posts.author_id is (posts.originals or posts.secondary)[0].author_id
+
+
+def test_dropped_replies_are_replaced_by_older_posts() -> None:
+    # Forty replies into an unfollowed conversation are newer than every original:
+    # the answer needs more rounds than the first `max_results` newest.
+    store, _ = make_store(serve_secondary_per_author=64, max_secondary_per_author=64)
+    store.apply(create("root", "stranger", age_s=500))
+    for i in range(10):
+        store.apply(create(f"orig{i}", "a", age_s=300 + i))
+    for i in range(40):
+        store.apply(create(f"r{i}", "a", age_s=100 - i, in_reply_to_post_id="root"))
+    result = store.get_in_network_posts(
+        InNetworkQuery(user_id="v", following_user_ids=["a"], max_results=3))
+    assert [p.post_id for p in result.posts] == ["orig0", "orig1", "orig2"]
+    assert result.candidates == 45  # 5 originals and 40 replies under the caps
+
+
+def test_equal_times_keep_candidate_order() -> None:
+    store, _ = make_store()
+    store.apply(create("src", "x", age_s=100))
+    store.apply(create("b_rt", "b", age_s=10, retweet_of_post_id="src"))
+    store.apply(create("b1", "b", age_s=10))
+    store.apply(create("a1", "a", age_s=10))
+    store.apply(create("a2", "a", age_s=10))
+    # Originals before retweets, then following order, then arrival order.
+    assert ids(store, following=("b", "a")) == ["b1", "a1", "a2", "b_rt"]
+    assert ids(store, following=("b", "a"), max_results=2) == ["b1", "a1"]
+    assert ids(store, following=("b", "a"), exclude_post_ids={"b1"}) == ["a1", "a2", "b_rt"]

@@ -1,18 +1,9 @@
-"""The models and the media service flows use, built from the config's `inference` and
-`media` sections (constructed, not started: the bundle starts them in the engine
-process, loading weights there).
-
-Keys read from `inference` (all optional):
-    minilm: {model_dir, intra_op_threads}    # text embedder (default: packaged int8 MiniLM)
-    language_id: true                         # py3langid for the plans' language filter
-    spam_head: {path}                         # default: the packaged trained weights
-    chat:                                     # the LLM path (plans.classifier: llm)
-      base_url: http://127.0.0.1:8000/v1
-      model: smollm2
-      api_key_env: OPENAI_API_KEY             # name of the variable holding the key
-      response_format: json_schema            # json_object for llama-cpp-python's server
-      timeout_s: 60
-      max_tokens: 300
+"""The models and the media service flows use. Every backend is built by
+grebe.inference.factory from the config's `inference` section (its docstring lists the
+keys); what is flow-specific stays here: which models the plans hold, the label names
+flows read, py3langid only when a plan filters by language, and the media pipeline as a
+MediaHydrator. Built, not started: the bundle starts them in the engine process, loading
+weights there.
 """
 
 from __future__ import annotations
@@ -20,11 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from grebe.errors import ConfigError
 from grebe.flows.services import MediaFacts
 from grebe.inference.base import ChatModel, Embedder, TextClassifier
+from grebe.inference.factory import InferenceBackends, parse_inference_config
+from grebe.inference.text import HATE_SPEECH, OFFENSIVE_LANGUAGE
 from grebe.types import Post
 
 if TYPE_CHECKING:
@@ -32,7 +22,7 @@ if TYPE_CHECKING:
     from grebe.flows.services import MediaHydrator, SpamScorer
     from grebe.flows.settings import FlowSettings
 
-_HATE_KEYS = {"hate": "hate_speech", "offensive": "offensive_language"}
+_HATE_KEYS = {"hate": HATE_SPEECH, "offensive": OFFENSIVE_LANGUAGE}
 
 
 @dataclass
@@ -52,6 +42,15 @@ class FlowModels:
         parts = (self.embedder, self.offensive, self.hate, self.spam_head, self.language,
                  self.chat, self.nsfw, self.ocr, self.transcriber)
         return [p for p in parts if p is not None and hasattr(p, "start")]
+
+    @classmethod
+    def from_backends(cls, backends: InferenceBackends) -> FlowModels:
+        return cls(
+            embedder=backends.embedder, offensive=backends.offensive,
+            hate=HateLabels(backends.hate), spam_head=backends.spam_head,
+            language=backends.language, chat=backends.chat, nsfw=backends.nsfw,
+            ocr=backends.ocr, transcriber=backends.transcriber,
+        )
 
 
 class HateLabels:
@@ -76,74 +75,12 @@ class HateLabels:
                 for row in rows]
 
 
-class TrainedSpamHead:
-    """The shipped logistic-regression spam head (grebe.inference.spam_head) as the
-    flows' SpamScorer; its weights are read in start()."""
-
-    def __init__(self, path: str | None = None) -> None:
-        self._path = path
-        self._head: Any = None
-
-    @property
-    def name(self) -> str:
-        return "spam-head" if self._head is None else f"spam-head:{self._head.version}"
-
-    async def start(self) -> None:
-        from grebe.inference.spam_head import SpamHead
-
-        if self._head is None:
-            self._head = SpamHead.load(self._path)
-
-    async def stop(self) -> None:
-        return None
-
-    def score(self, embeddings: np.ndarray) -> np.ndarray:
-        return self._head.score(embeddings)  # type: ignore[no-any-return]
-
-
-def _chat(section: dict[str, Any] | None) -> ChatModel | None:
-    if not section:
-        return None
-    from grebe.inference.openai_compat import OpenAIChatModel, OpenAICompatClient
-
-    try:
-        client = OpenAICompatClient(
-            section["base_url"], section["model"], api_key_env=section.get("api_key_env"),
-            timeout_s=float(section.get("timeout_s", 60.0)),
-        )
-        return OpenAIChatModel(client, max_tokens=section.get("max_tokens", 300),
-                               response_format=section.get("response_format", "json_schema"))
-    except (KeyError, ValueError) as exc:
-        raise ConfigError(f"inference.chat needs base_url and model: {exc}") from exc
-
-
 def build_models(config: GrebeConfig, settings: FlowSettings) -> FlowModels:
-    from grebe.inference.minilm import MiniLMEmbedder
-    from grebe.inference.nsfw import OpenNSFWClassifier
-    from grebe.inference.ocr import TesseractOCR
-    from grebe.inference.text import (
-        HateSonarClassifier,
-        LanguageIdClassifier,
-        ProfanityClassifier,
-    )
-    from grebe.inference.whisper import WhisperTranscriber
-
-    section = config.inference or {}
-    minilm = section.get("minilm") or {}
-    wants_language = section.get("language_id", True) and any(
-        settings.plan(name).languages for name in settings.enabled)
-    return FlowModels(
-        embedder=MiniLMEmbedder(model_dir=minilm.get("model_dir"),
-                                intra_op_threads=minilm.get("intra_op_threads")),
-        offensive=ProfanityClassifier(),
-        hate=HateLabels(HateSonarClassifier()),
-        spam_head=TrainedSpamHead((section.get("spam_head") or {}).get("path")),
-        language=LanguageIdClassifier() if wants_language else None,
-        chat=_chat(section.get("chat")),
-        nsfw=OpenNSFWClassifier(),
-        ocr=TesseractOCR(),
-        transcriber=WhisperTranscriber(),
-    )
+    """The `inference` section through the factory; py3langid only when a plan needs it."""
+    inference = parse_inference_config(config.inference)
+    if not any(settings.plan(name).languages for name in settings.enabled):
+        inference = inference.model_copy(update={"language_id": False})
+    return FlowModels.from_backends(InferenceBackends(inference))
 
 
 class PipelineHydrator:

@@ -1,4 +1,5 @@
-"""Build model backends from the `inference` section of the configuration.
+"""Build model backends from the `inference` section of the configuration: the one
+parser of that section (flows build their models through it too).
 
 ```yaml
 inference:
@@ -16,23 +17,26 @@ inference:
     model_dir: null            # a dir with model.onnx + tokenizer.json (default: packaged)
     intra_op_threads: null     # ONNX threads (default: cores / concurrent batches)
   language_id: true            # load py3langid (flows skip it when no plan needs it)
-  chat:                        # structured-output LLM, off by default
-    backend: openai            # none | openai; default: openai when base_url is set
-    base_url: ...
-    model: ...
-    api_key_env: OPENAI_API_KEY
-    timeout_s: 30
+  chat:                        # structured-output LLM (flows' plans.classifier: llm), off
+    backend: openai            # none | openai; default: openai when base_url (or model)
+    base_url: ...              #   is set, e.g. http://127.0.0.1:8000/v1
+    model: ...                 #   e.g. smollm2
+    api_key_env: OPENAI_API_KEY    # name of the variable holding the key
+    timeout_s: 60              # per request: a CPU model writing 300 tokens is slow
     max_attempts: 3
     max_tokens: 300
     response_format: json_schema   # json_schema | json_object (llama-cpp-python) | none
     fallbacks:                 # tried in order when the primary fails or is open
-      - {base_url: http://127.0.0.1:11434/v1, model: llama3.2}
+      - {base_url: http://127.0.0.1:11434/v1, model: llama3.2}   # same keys as chat's
   transcriber: {backend: whisper, model_dir: null, language: null, beam_size: 5,
                 num_workers: 1}                  # backend: whisper | none
   ocr: {backend: tesseract, languages: eng, timeout_s: 20}   # tesseract | none
   nsfw: {backend: open_nsfw}                     # open_nsfw | none
   spam_head: {path: null}                        # null: the packaged weights
 ```
+
+The small text classifiers (alt-profanity-check, HateSonar) have no keys; they are built
+here too so that every backend comes from one place.
 
 Nothing is loaded here: builders return unstarted services; callers `start()` them
 (or use `InferenceBackends.start()`), so building from config is cheap and testable.
@@ -52,8 +56,14 @@ from grebe.inference.base import (
     Embedder,
     ImageClassifier,
     Service,
+    TextClassifier,
     Transcriber,
 )
+from grebe.inference.spam_head import SpamHeadService
+
+#: Chat requests wait this long by default: a small model on CPU writing a few hundred
+#: tokens takes tens of seconds.
+CHAT_TIMEOUT_S = 60.0
 
 
 class _Section(BaseModel):
@@ -64,7 +74,7 @@ class EndpointConfig(_Section):
     base_url: str
     model: str
     api_key_env: str | None = None
-    timeout_s: float = Field(default=30.0, gt=0)
+    timeout_s: float = Field(default=CHAT_TIMEOUT_S, gt=0)
     max_attempts: int = Field(default=3, ge=1)
 
 
@@ -86,11 +96,11 @@ class MiniLMConfig(_Section):
 
 
 class ChatConfig(_Section):
-    backend: Literal["none", "openai"] | None = None  # None: openai iff base_url is set
+    backend: Literal["none", "openai"] | None = None  # None: openai iff base_url/model set
     base_url: str | None = None
     model: str | None = None
     api_key_env: str | None = None
-    timeout_s: float = Field(default=30.0, gt=0)
+    timeout_s: float = Field(default=CHAT_TIMEOUT_S, gt=0)
     max_attempts: int = Field(default=3, ge=1)
     max_tokens: int | None = Field(default=300, ge=1)
     response_format: Literal["json_schema", "json_object", "none"] = "json_schema"
@@ -98,7 +108,11 @@ class ChatConfig(_Section):
 
     @property
     def enabled(self) -> bool:
-        return self.backend == "openai" or (self.backend is None and bool(self.base_url))
+        """On when asked for, or when an endpoint is half-given (then validation says
+        what is missing instead of the LLM path silently staying off)."""
+        return self.backend == "openai" or (
+            self.backend is None and bool(self.base_url or self.model)
+        )
 
 
 class TranscriberConfig(_Section):
@@ -261,29 +275,60 @@ def build_nsfw(config: InferenceConfig) -> ImageClassifier | None:
     return OpenNSFWClassifier(cfg.model_path)
 
 
+def build_language_id(config: InferenceConfig) -> TextClassifier | None:
+    if not config.language_id:
+        return None
+    from grebe.inference.text import LanguageIdClassifier
+
+    return LanguageIdClassifier()
+
+
+def build_offensive_classifier(config: InferenceConfig) -> TextClassifier:
+    from grebe.inference.text import ProfanityClassifier
+
+    return ProfanityClassifier()
+
+
+def build_hate_classifier(config: InferenceConfig) -> TextClassifier:
+    from grebe.inference.text import HateSonarClassifier
+
+    return HateSonarClassifier()
+
+
+def build_spam_head(config: InferenceConfig) -> SpamHeadService:
+    return SpamHeadService(config.spam_head.path)
+
+
 class InferenceBackends:
-    """Every configured backend, started and stopped together. Optional ones are None
-    when configured off; flows check for None and skip what needs them."""
+    """Every backend, started and stopped together. Optional ones are None when
+    configured off; flows check for None and skip what needs them."""
 
     def __init__(self, config: InferenceConfig) -> None:
-        from grebe.inference.spam_head import SpamHead
-
         self.config = config
         self.embedder = build_embedder(config)
+        self.offensive = build_offensive_classifier(config)
+        self.hate = build_hate_classifier(config)
+        self.language = build_language_id(config)
+        self.spam_head = build_spam_head(config)
         self.chat = build_chat_model(config)
         self.transcriber = build_transcriber(config)
         self.ocr = build_ocr(config)
         self.nsfw = build_nsfw(config)
-        self.spam_head = SpamHead.load(config.spam_head.path)
         self._started: list[Service] = []
 
     @classmethod
     def from_section(cls, section: dict[str, Any] | None) -> InferenceBackends:
         return cls(parse_inference_config(section))
 
+    def backends(self) -> list[Any]:
+        """The configured backends (None left out), in start order."""
+        parts = (self.embedder, self.offensive, self.hate, self.language, self.spam_head,
+                 self.chat, self.transcriber, self.ocr, self.nsfw)
+        return [p for p in parts if p is not None]
+
     async def start(self) -> None:
-        for backend in (self.embedder, self.chat, self.transcriber, self.ocr, self.nsfw):
-            if backend is None or backend in self._started:
+        for backend in self.backends():
+            if backend in self._started:
                 continue
             service = cast(Service, backend)  # every backend has the Service lifecycle
             await service.start()

@@ -97,3 +97,28 @@ class SpamHead:
 
     def is_spam(self, embeddings: np.ndarray) -> np.ndarray:
         return self.score(embeddings) >= self.threshold
+
+
+class SpamHeadService:
+    """The head as a backend with the Service lifecycle: built from config without
+    touching the disk, its weights read in `start()` like every other model's."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = path
+        self.head: SpamHead | None = None
+
+    @property
+    def name(self) -> str:
+        return "spam-head" if self.head is None else f"spam-head:{self.head.version}"
+
+    async def start(self) -> None:
+        if self.head is None:
+            self.head = SpamHead.load(self.path)
+
+    async def stop(self) -> None:
+        return None
+
+    def score(self, embeddings: np.ndarray) -> np.ndarray:
+        if self.head is None:
+            raise InferenceError("spam-head: called before start()")
+        return self.head.score(embeddings)
