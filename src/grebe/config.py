@@ -107,6 +107,7 @@ class RateLimitConfig(Section):
 
 class MetricsConfig(Section):
     enabled: bool = True
+    host: str = "127.0.0.1"  # loopback by default; set 0.0.0.0 to let a scraper in
     port: int = Field(default=C.DEFAULT_METRICS_PORT, ge=0, le=65535)  # 0: pick a free port
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from grebe.config import load_config
-from grebe.errors import ConfigError
+from grebe.errors import ConfigError, InferenceError
 from grebe.inference.factory import (
     InferenceBackends,
     build_chat_model,
@@ -15,6 +16,8 @@ from grebe.inference.factory import (
 from grebe.inference.fakes import HashEmbedder
 from grebe.inference.minilm import MiniLMEmbedder
 from grebe.inference.openai_compat import FallbackChatModel, OpenAIChatModel, OpenAIEmbedder
+from grebe.inference.spam_head import SpamHeadService
+from grebe.inference.text import HateSonarClassifier, LanguageIdClassifier, ProfanityClassifier
 
 
 def test_defaults_are_local_models_and_no_chat() -> None:
@@ -53,19 +56,46 @@ def test_shorthand_and_openai_backends() -> None:
     chat_model = build_chat_model(single)
     assert isinstance(chat_model, OpenAIChatModel)
     assert chat_model.response_format == "json_object" and chat_model.max_tokens == 300
+    assert chat_model.client.timeout_s == 60.0  # CHAT_TIMEOUT_S: slow CPU models
     assert build_chat_model(parse_inference_config({"chat": {"backend": "none"}})) is None
 
 
+def test_backends_container_builds_every_backend_without_loading(tmp_path) -> None:
+    missing = tmp_path / "no-such-head.npz"
+    backends = InferenceBackends.from_section(
+        {"embedder": "hash", "transcriber": "none", "ocr": "none", "nsfw": "none",
+         "language_id": False, "spam_head": {"path": str(missing)}}
+    )
+    assert isinstance(backends.embedder, HashEmbedder)
+    assert isinstance(backends.offensive, ProfanityClassifier)
+    assert isinstance(backends.hate, HateSonarClassifier)
+    assert backends.language is None and backends.chat is None
+    assert backends.transcriber is None and backends.ocr is None and backends.nsfw is None
+    assert isinstance(backends.spam_head, SpamHeadService)
+    assert backends.spam_head.head is None  # the weights are read in start(), not here
+    with pytest.raises(InferenceError, match="before start"):
+        backends.spam_head.score(np.zeros((1, 384), dtype=np.float32))
+    assert backends.backends() == [backends.embedder, backends.offensive, backends.hate,
+                                   backends.spam_head]
+
+
+@pytest.mark.slow
 async def test_backends_container_starts_and_stops_what_is_configured() -> None:
     backends = InferenceBackends.from_section(
         {"embedder": "hash", "transcriber": "none", "ocr": "none", "nsfw": "none"}
     )
-    assert isinstance(backends.embedder, HashEmbedder)
-    assert backends.transcriber is None and backends.ocr is None and backends.nsfw is None
-    assert backends.spam_head.dim == 384
+    assert isinstance(backends.language, LanguageIdClassifier)
     await backends.start()
-    assert (await backends.embedder.embed(["a"])).shape == (1, 384)
-    await backends.stop()
+    try:
+        vectors = await backends.embedder.embed(["win a free prize now"])
+        assert vectors.shape == (1, 384)
+        assert backends.spam_head.name.startswith("spam-head:")
+        assert backends.spam_head.score(vectors).shape == (1,)
+        (scores,) = await backends.hate.classify(["have a nice day"])
+        assert set(scores) == {"hate_speech", "offensive_language", "neither"}
+    finally:
+        await backends.stop()
+    assert backends.hate.batcher is None  # stopped
 
 
 @pytest.mark.parametrize(
@@ -74,6 +104,7 @@ async def test_backends_container_starts_and_stops_what_is_configured() -> None:
         ({"embedder": "bert"}, "inference.embedder.backend"),
         ({"embedder": {"backend": "minilm", "max_batch_size": 0}}, "max_batch_size"),
         ({"chat": {"backend": "openai"}}, "needs base_url and model"),
+        ({"chat": {"model": "smollm2"}}, "needs base_url and model"),  # not silently off
         ({"unknown": 1}, "inference.unknown"),
     ],
 )

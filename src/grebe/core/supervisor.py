@@ -22,8 +22,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, start_http_server
 
 from grebe import constants as C
-from grebe.brokers.factory import build_source
-from grebe.config import GrebeConfig
+from grebe.config import GrebeConfig, StreamConfig
 from grebe.core.bundle import PlanBundle, build_bundle
 from grebe.core.dispatcher import Dispatcher, Stream
 from grebe.core.engine import ProcessExecutor, tune_gc
@@ -39,12 +38,19 @@ def limiter_uri(config: GrebeConfig) -> str:
     return config.redis.url if config.rate_limits.storage == "redis" else "memory://"
 
 
+SourceFactory = Callable[[StreamConfig, GrebeConfig], Source]
+
+
 class Runtime:
     """The running system: start() it, stop() it. `grebe run`, the demo and the tests
     all drive this one object."""
 
-    def __init__(self, config: GrebeConfig, *, registry: CollectorRegistry | None = None):
+    def __init__(
+        self, config: GrebeConfig, *, source_factory: SourceFactory | None = None,
+        registry: CollectorRegistry | None = None,
+    ):
         self.config = config
+        self._source_factory = source_factory
         self.registry = registry or CollectorRegistry()
         self.sources: list[Source] = []
         self.executor: Executor | None = None
@@ -63,7 +69,7 @@ class Runtime:
         config = self.config
         try:
             for stream in config.streams:
-                source = build_source(stream, config)
+                source = self._build_source(stream)
                 await source.start()
                 self.sources.append(source)
             self.executor = await self._start_executor()
@@ -72,14 +78,16 @@ class Runtime:
                 metrics = PrometheusMetrics(self.registry)
                 try:
                     self._metrics_server, _ = start_http_server(
-                        config.metrics.port, registry=self.registry
+                        config.metrics.port, addr=config.metrics.host, registry=self.registry
                     )
                 except OSError as exc:
                     raise ConfigError(
                         f"metrics.port {config.metrics.port}: cannot listen ({exc})"
                     ) from exc
                 self.metrics_port = self._metrics_server.server_port
-                log.info("metrics on http://0.0.0.0:%d/metrics", self.metrics_port)
+                log.info(
+                    "metrics on http://%s:%d/metrics", config.metrics.host, self.metrics_port
+                )
             self.dispatcher = Dispatcher(
                 [Stream(s, c) for s, c in zip(self.sources, config.streams, strict=True)],
                 self.executor, config.dispatcher, metrics=metrics,
@@ -93,6 +101,15 @@ class Runtime:
             "running: %d stream(s), %d engine process(es)", len(self.sources),
             config.engine.processes,
         )
+
+    def _build_source(self, stream: StreamConfig) -> Source:
+        if self._source_factory is None:
+            # core/ knows no broker: the caller injects the factory. The default is looked up
+            # here, lazily, so `Runtime(config)` keeps working for the CLI and tests.
+            from grebe.brokers.factory import build_source
+
+            return build_source(stream, self.config)
+        return self._source_factory(stream, self.config)
 
     async def _start_executor(self) -> Executor:
         config = self.config

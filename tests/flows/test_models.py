@@ -1,0 +1,55 @@
+"""flows build their models through grebe.inference.factory (nothing is started)."""
+
+from __future__ import annotations
+
+import pytest
+
+from grebe.config import load_config
+from grebe.errors import ConfigError
+from grebe.flows.models import HateLabels, build_models
+from grebe.flows.settings import FlowSettings
+from grebe.inference.fakes import KeywordClassifier
+from grebe.inference.openai_compat import OpenAIChatModel
+from grebe.inference.spam_head import SpamHeadService
+from grebe.inference.text import LanguageIdClassifier
+
+
+def test_inference_section_reaches_the_flow_models(tmp_path) -> None:
+    config = load_config(inference={
+        "embedder": "hash",
+        "chat": {"base_url": "http://127.0.0.1:9/v1", "model": "smollm2",
+                 "response_format": "json_object", "max_tokens": 120},
+        "spam_head": {"path": str(tmp_path / "head.npz")},
+        "ocr": "none",
+    })
+    models = build_models(config, FlowSettings.from_section({}))
+    assert models.embedder.name.startswith("hash")
+    assert isinstance(models.chat, OpenAIChatModel)
+    assert models.chat.name == "smollm2" and models.chat.max_tokens == 120
+    assert models.chat.response_format == "json_object"
+    assert models.chat.client.timeout_s == 60.0
+    assert isinstance(models.spam_head, SpamHeadService)
+    assert str(models.spam_head.path) == str(tmp_path / "head.npz")  # read at start()
+    assert models.ocr is None and models.nsfw is not None and models.transcriber is not None
+    assert isinstance(models.hate, HateLabels)
+
+
+def test_language_id_only_when_a_plan_filters_by_language() -> None:
+    config = load_config()
+    assert build_models(config, FlowSettings.from_section({})).language is None
+    wanting = FlowSettings.from_section({"defaults": {"languages": ["en"]}})
+    assert isinstance(build_models(config, wanting).language, LanguageIdClassifier)
+    off = load_config(inference={"language_id": False})
+    assert build_models(off, wanting).language is None
+
+
+def test_bad_inference_section_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"inference\.chat"):
+        build_models(load_config(inference={"chat": {"model": "no-url"}}),
+                     FlowSettings.from_section({}))
+
+
+async def test_hate_labels_are_renamed_for_flows() -> None:
+    inner = KeywordClassifier(["vermin"], label="hate_speech")
+    (row,) = await HateLabels(inner).classify(["they are vermin"])
+    assert row == {"hate": 1.0, "offensive": 0.0}
