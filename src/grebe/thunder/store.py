@@ -10,8 +10,9 @@ Layout
     against tuples and __slots__ classes in bench/thunder.py).
   * per author, three lists kept oldest -> newest, each capped: originals (including
     quotes), secondary (replies and retweets), and videos (a view of the video-eligible
-    posts of the other two). Plain lists: a slice of the newest k is one C call, and an
-    empty list costs 56 bytes where a deque costs ~600.
+    posts of the other two). Plain lists: an empty list costs 56 bytes where a deque
+    costs ~600. Beside each list, its posts' creation times in an `array('d')`, kept in
+    step on every insert, eviction, delete and trim (and bisected by them).
   * `by_id` for deletes, `tombstones` so a deleted id is never served and a late or
     redelivered create for it is ignored.
 
@@ -26,12 +27,22 @@ Rules
   * Serving caps: of each followed author, the newest `serve_originals_per_author`
     originals and the newest `serve_secondary_per_author` replies/retweets are taken
     (excluded ids skipped first); replies among those that break the reply rule are
-    then dropped. Cap-then-filter keeps the per-author work a slice, not a loop.
+    then dropped.
+
+Query: the caps take ~7,000 posts of 1,000 followed authors, and 800 are returned,
+newest first (equal times in candidate order: originals, then replies and retweets, each
+in following order, each author's oldest first). It joins the followed authors'
+timestamp arrays into one numpy array, marks each author's newest k (and the holes
+excluded ids leave), partitions out the newest, and only then reads records: the ones
+returned, plus the replies checked against the reply rule on the way. Reading every
+candidate record (scattered in memory) was most of the cost before (bench/thunder.py,
+docs/benchmarks.md).
 
 Thread-safety: one writer and the readers all run on one asyncio event loop. A query
-copies each author's slice before yielding, so a write between two chunks of a query
-never invalidates an iterator; it may only make the answer a few ms fresher. No lock
-is needed because nothing here awaits; do not call the store from other threads.
+yields between chunks of followed authors (only looking them up) and reads their posts
+after the last yield, in one synchronous step, so lists and timestamps are read in step;
+a write between two chunks may only make the answer a few ms fresher. No lock is needed
+because nothing here awaits; do not call the store from other threads.
 """
 
 from __future__ import annotations
@@ -413,15 +424,26 @@ class ThunderStore:
         lens = np.fromiter(map(len, segments.stamps), dtype=np.intp,
                            count=len(segments.stamps))
         ends = np.cumsum(lens)
+        starts = ends - lens
         total = int(ends[-1])
         if not total:
             return [], 0
         every = np.frombuffer(b"".join(segments.stamps), dtype=np.float64)
         segment_of = np.repeat(np.arange(len(lens)), lens)
-        k_of = np.repeat(segments.caps, segments.sizes)
-        # The newest k of each segment: at most k from its end.
-        picked = np.flatnonzero(ends[segment_of] - np.arange(total) <= k_of[segment_of])
-        starts = ends - lens
+        k_of = np.repeat(segments.caps, segments.sizes)[segment_of]
+        if segments.holes:
+            # Excluded posts leave holes: the newest k of each segment not excluded,
+            # counting the kept posts from each one to its segment's end.
+            holes = np.array(segments.holes, dtype=np.intp)
+            keep = np.ones(total, dtype=bool)
+            keep[starts[holes[:, 0]] + holes[:, 1]] = False
+            kept_after = np.zeros(total + 1, dtype=np.intp)
+            kept_after[:total] = np.cumsum(keep[::-1])[::-1]
+            picked = np.flatnonzero(
+                keep & (kept_after[:total] - kept_after[ends[segment_of]] <= k_of))
+        else:
+            # The newest k of each segment: at most k from its end.
+            picked = np.flatnonzero(ends[segment_of] - np.arange(total) <= k_of)
         seqs, first_secondary = segments.seqs, segments.first_secondary
         allowed: set[str] | None = None
         out: list[LightPost] = []
@@ -463,47 +485,63 @@ class ThunderStore:
             kinds = [("originals", "originals_ts", s.serve_originals_per_author),
                      ("secondary", "secondary_ts", s.serve_secondary_per_author)]
         out = _Segments()
-        affected = self._authors_with(exclude, found) if exclude else None
+        # A long exclude list: filter every followed author's lists (a scan of each);
+        # a short one: look each excluded id up and leave a hole where it is.
+        scan_all = bool(exclude) and len(exclude) > 4 * len(found)
+        read: list[tuple[int, str, str]] = []  # (first segment, list, times) per kind
         for attr, ts_attr, k in kinds:
             if attr == "secondary":
                 out.first_secondary = len(out.seqs)
             if not k:
                 continue
+            read.append((len(out.seqs), attr, ts_attr))
             seqs = list(map(attrgetter(attr), found))
             stamps = list(map(attrgetter(ts_attr), found))
-            if affected:
-                for i, author in enumerate(found):
-                    if affected is _ALL or author.author_id in affected:
-                        seqs[i] = kept = _newest(seqs[i], k, exclude)
-                        stamps[i] = array("d", map(_by_created, kept))
+            if scan_all:
+                for i, records in enumerate(seqs):
+                    seqs[i] = kept = _newest(records, k, exclude)
+                    stamps[i] = array("d", map(_by_created, kept))
             out.seqs += seqs
             out.stamps += stamps
             out.caps.append(k)
             out.sizes.append(len(found))
+        if exclude and not scan_all:
+            out.holes = self._holes(exclude, found, read)
         return out if out.seqs else None
 
-    def _authors_with(
-        self, exclude: Collection[str], found: list[AuthorPosts]
-    ) -> frozenset[str] | set[str]:
-        """Authors some excluded post belongs to (their newest k are found by a scan
-        that skips excluded ids); `_ALL` when the list is long enough that scanning
-        every followed author is cheaper than looking every excluded id up."""
-        if len(exclude) > 4 * len(found):
-            return _ALL
+    def _holes(
+        self, exclude: Collection[str], found: list[AuthorPosts],
+        read: list[tuple[int, str, str]],
+    ) -> list[tuple[int, int]]:
+        """(segment, position) of each excluded post in the lists a query reads."""
+        where: dict[str, list[int]] = {}  # author -> its indices in `found`
+        for i, author in enumerate(found):
+            where.setdefault(author.author_id, []).append(i)
         by_id = self.by_id
-        return {post.author_id for pid in exclude if (post := by_id.get(pid)) is not None}
+        holes: list[tuple[int, int]] = []
+        for pid in exclude:
+            post = by_id.get(pid)
+            slots = where.get(post.author_id) if post is not None else None
+            if slots is None:
+                continue
+            author = found[slots[0]]
+            for first, attr, ts_attr in read:
+                at = _position(getattr(author, attr), getattr(author, ts_attr), post)
+                if at is not None:
+                    holes += [(first + i, at) for i in slots]
+        return holes
 
 
-_ALL: frozenset[str] = frozenset({"\0all"})  # a marker, compared by identity
 _NO_INDICES = np.empty(0, dtype=np.intp)
 
 
 class _Segments:
     """The lists a query reads: `seqs[i]` and its timestamps `stamps[i]`, in kind
     order then following order; `caps[j]` is the k of the j-th kind and `sizes[j]` its
-    number of segments; replies and retweets start at segment `first_secondary`."""
+    number of segments; replies and retweets start at segment `first_secondary`;
+    `holes` are excluded posts still in the lists."""
 
-    __slots__ = ("caps", "first_secondary", "seqs", "sizes", "stamps")
+    __slots__ = ("caps", "first_secondary", "holes", "seqs", "sizes", "stamps")
 
     def __init__(self) -> None:
         self.seqs: list[list[LightPost]] = []
@@ -511,6 +549,7 @@ class _Segments:
         self.caps: list[int] = []
         self.sizes: list[int] = []
         self.first_secondary = -1  # none
+        self.holes: list[tuple[int, int]] = []  # (segment, position) of excluded posts
 
 
 def _newest_first(times: np.ndarray, limit: int) -> Iterator[np.ndarray]:
@@ -525,7 +564,7 @@ def _newest_first(times: np.ndarray, limit: int) -> Iterator[np.ndarray]:
     while True:
         pool = times if rest is None else times[rest]
         if m < len(pool):
-            newest = pool > np.partition(pool, len(pool) - m)[len(pool) - m]
+            newest = pool >= np.partition(pool, len(pool) - m)[len(pool) - m]
             top = np.flatnonzero(newest)
             order = top[np.argsort(-pool[top], kind="stable")]
             later = np.flatnonzero(~newest)
@@ -577,12 +616,18 @@ def _insert_sorted(
     return True, None
 
 
-def _remove(posts: list[LightPost], times: array[float], post: LightPost) -> None:
-    """Remove `post` (by identity) and its time: a bisect to the posts created at the
-    same time, newest first."""
+def _position(posts: list[LightPost], times: array[float], post: LightPost) -> int | None:
+    """Where `post` (by identity) is in `posts`: a bisect to the posts created at the
+    same time, then a scan of those, newest first."""
     created = post.created_at
     for i in range(bisect_right(times, created) - 1, bisect_left(times, created) - 1, -1):
         if posts[i] is post:
-            del posts[i]
-            del times[i]
-            return
+            return i
+    return None
+
+
+def _remove(posts: list[LightPost], times: array[float], post: LightPost) -> None:
+    i = _position(posts, times, post)
+    if i is not None:
+        del posts[i]
+        del times[i]
