@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 bash scripts/install.sh --llm
 bash scripts/services.sh up
 export LANG=en_US.UTF-8 LC_ALL=en_US.UTF-8 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+echo "==> ruff and mypy"
+.venv/bin/ruff check src tests bench scripts
+.venv/bin/mypy src
 set +e
 .venv/bin/python -m pytest "$@"
 status=$?

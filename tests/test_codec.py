@@ -7,7 +7,9 @@ from grebe.types import Annotation, DeadLetter, Envelope, Media, Post, TaskPaylo
 
 
 def test_bare_post_and_envelope_decode_to_the_same_post():
-    post = Post(id="1", author_id="a", text="hello", media=(Media(kind="image", url="https://x/y.png"),))
+    post = Post(
+        id="1", author_id="a", text="hello", media=(Media(kind="image", url="https://x/y.png"),)
+    )
     bare = codec.decode_envelope(codec.encode(post))
     wrapped = codec.decode_envelope(codec.encode(Envelope(post=post)))
     assert bare.post == wrapped.post == post
@@ -30,9 +32,13 @@ def test_bad_messages_raise_decode_error_with_a_reason(raw, fragment):
 
 
 def test_round_trips():
-    payload = TaskPayload(payload_id="p", post=Post(id="1", author_id="a"), eligibilities=frozenset({"x"}))
+    payload = TaskPayload(
+        payload_id="p", post=Post(id="1", author_id="a"), eligibilities=frozenset({"x"})
+    )
     assert codec.decode_payload(codec.encode(payload)) == payload
-    ann = Annotation(post_id="1", producer="spam", version="1", labels=["spam"], scores={"spam": 0.9})
+    ann = Annotation(
+        post_id="1", producer="spam", version="1", labels=["spam"], scores={"spam": 0.9}
+    )
     assert codec.decode_annotation(codec.encode(ann)).key == ("1", "spam", "1")
     dead = DeadLetter(source="s", reason="r", attempts=3, last_error="boom", original=b"\x00raw")
     assert codec.decode_dead_letter(codec.encode(dead)).original == b"\x00raw"

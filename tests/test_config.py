@@ -12,7 +12,9 @@ def test_defaults_need_no_file():
 
 def test_file_then_environment_override(tmp_path, monkeypatch):
     path = tmp_path / "grebe.yaml"
-    path.write_text("engine:\n  processes: 2\nstreams:\n  - name: a\n    eligibilities: [spam_comment]\n")
+    path.write_text(
+        "engine:\n  processes: 2\nstreams:\n  - name: a\n    eligibilities: [spam_comment]\n"
+    )
     monkeypatch.setenv("GREBE_ENGINE__PROCESSES", "4")
     config = load_config(path)
     assert config.engine.processes == 4

@@ -139,8 +139,8 @@ def ingest(
     )
 
 
-@app.command()
-def annotations(
+@app.command("annotations")
+def annotations_command(
     post_id: Annotated[str, typer.Argument(help="The post id.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     config: ConfigOption = None,

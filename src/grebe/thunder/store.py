@@ -521,7 +521,9 @@ class ThunderStore:
         holes: list[tuple[int, int]] = []
         for pid in exclude:
             post = by_id.get(pid)
-            slots = where.get(post.author_id) if post is not None else None
+            if post is None:
+                continue
+            slots = where.get(post.author_id)
             if slots is None:
                 continue
             author = found[slots[0]]
