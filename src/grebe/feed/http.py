@@ -42,6 +42,12 @@ def result_json(result: HomeResult, debug: bool) -> dict[str, Any]:
         "filtered": result.filtered_by(),
         "elapsed_ms": round(result.elapsed_s * 1000, 3),
     }
+    if debug:  # which post each filter removed, not only how many
+        body["filtered_posts"] = [
+            {"post_id": f.candidate.post_id, "author_id": f.candidate.author_id,
+             "filter": f.filter}
+            for f in result.filtered
+        ]
     if result.errors:
         body["errors"] = result.errors
     return body
