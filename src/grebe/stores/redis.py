@@ -31,38 +31,43 @@ _decoder = msgspec.json.Decoder(Annotation)
 _BODY, _CREATED = b"a:", b"c:"
 
 
-def _client(url: str) -> aioredis.Redis:
-    try:
-        return aioredis.Redis.from_url(url)
-    except ValueError as exc:
-        raise StoreError(f"invalid Redis URL {url!r}: {exc}") from exc
+class _RedisClient:
+    """The client lifecycle both Redis classes share: connect and ping in start(), close
+    in stop(), and a clear error when used before start()."""
 
-
-async def _ping(client: aioredis.Redis, url: str) -> None:
-    try:
-        await client.ping()
-    except (RedisError, OSError) as exc:
-        await client.aclose()
-        raise StoreError(f"cannot reach Redis at {url}: {exc}") from exc
-
-
-class RedisStore:
-    """AnnotationStore on Redis hashes (see module doc for the layout)."""
-
-    def __init__(self, url: str, *, prefix: str = C.DEFAULT_REDIS_PREFIX) -> None:
+    def __init__(self, url: str, prefix: str) -> None:
         self.url = url
         self.prefix = prefix
         self._redis: aioredis.Redis | None = None
 
     async def start(self) -> None:
-        client = _client(self.url)
-        await _ping(client, self.url)
+        try:
+            client = aioredis.Redis.from_url(self.url)
+        except ValueError as exc:
+            raise StoreError(f"invalid Redis URL {self.url!r}: {exc}") from exc
+        try:
+            await client.ping()
+        except (RedisError, OSError) as exc:
+            await client.aclose()
+            raise StoreError(f"cannot reach Redis at {self.url}: {exc}") from exc
         self._redis = client
 
     async def stop(self) -> None:
         if self._redis is not None:
             client, self._redis = self._redis, None
             await client.aclose()
+
+    def _started(self) -> aioredis.Redis:
+        if self._redis is None:
+            raise StoreError(f"{type(self).__name__} used before start()")
+        return self._redis
+
+
+class RedisStore(_RedisClient):
+    """AnnotationStore on Redis hashes (see module doc for the layout)."""
+
+    def __init__(self, url: str, *, prefix: str = C.DEFAULT_REDIS_PREFIX) -> None:
+        super().__init__(url, prefix)
 
     def key(self, post_id: str) -> str:
         return f"{self.prefix}:ann:{post_id}"
@@ -100,33 +105,16 @@ class RedisStore:
             annotations.append(annotation)
         return sorted(annotations, key=lambda a: (a.producer, a.version))
 
-    def _started(self) -> aioredis.Redis:
-        if self._redis is None:
-            raise StoreError("RedisStore used before start()")
-        return self._redis
 
-
-class RedisCache:
+class RedisCache(_RedisClient):
     """A TTL cache of bytes shared by every replica (transcripts, labels, ...)."""
 
     def __init__(self, url: str, *, prefix: str = C.DEFAULT_REDIS_PREFIX,
                  ttl_s: float = C.DEFAULT_CACHE_TTL_S) -> None:
         if ttl_s <= 0:
             raise StoreError(f"cache ttl_s must be > 0, got {ttl_s}")
-        self.url = url
-        self.prefix = prefix
+        super().__init__(url, prefix)
         self.ttl_s = ttl_s
-        self._redis: aioredis.Redis | None = None
-
-    async def start(self) -> None:
-        client = _client(self.url)
-        await _ping(client, self.url)
-        self._redis = client
-
-    async def stop(self) -> None:
-        if self._redis is not None:
-            client, self._redis = self._redis, None
-            await client.aclose()
 
     def key(self, key: str) -> str:
         return f"{self.prefix}:cache:{key}"
@@ -152,8 +140,3 @@ class RedisCache:
             await self._started().delete(self.key(key))
         except (RedisError, OSError) as exc:
             raise StoreError(f"Redis cache: {exc}") from exc
-
-    def _started(self) -> aioredis.Redis:
-        if self._redis is None:
-            raise StoreError("RedisCache used before start()")
-        return self._redis
