@@ -15,6 +15,15 @@ def test_bare_post_and_envelope_decode_to_the_same_post():
     assert bare.post == wrapped.post == post
 
 
+def test_shape_guess_falls_back_to_the_other_shape():
+    # A bare Post holding the bytes "post" is first tried as an Envelope...
+    post = Post(id="1", author_id="a", text="post", lang="post")
+    assert codec.decode_envelope(codec.encode(post)).post == post
+    # ...and an Envelope whose key is escaped holds no "post" bytes but is one.
+    escaped = b'{"\\u0070ost": {"id": "2", "author_id": "b"}}'
+    assert codec.decode_envelope(escaped).post == Post(id="2", author_id="b")
+
+
 @pytest.mark.parametrize(
     ("raw", "fragment"),
     [

@@ -25,16 +25,23 @@ def encode(obj: Any) -> bytes:
 def decode_envelope(raw: bytes) -> Envelope:
     """Decode a stream message: an Envelope `{"post": {...}}` or a bare Post object.
 
-    Raises DecodeError with a reason fit for a dead letter."""
+    The shape is guessed from whether the bytes hold `"post"` (a substring search costs
+    ~50 ns; decoding a bare Post as an Envelope first, to see it fail, cost a whole second
+    decode per message), and the other shape is tried when the guess does not fit, so
+    both shapes decode whatever their content. Raises DecodeError with a reason fit for
+    a dead letter: the error of the shape the sender most likely meant."""
+    wrapped = b'"post"' in raw
     try:
-        return _envelope_decoder.decode(raw)
-    except msgspec.ValidationError as envelope_error:
+        if wrapped:
+            return _envelope_decoder.decode(raw)
+        return Envelope(post=_post_decoder.decode(raw))
+    except msgspec.ValidationError as likely_error:
         try:
-            return Envelope(post=_post_decoder.decode(raw))
-        except msgspec.DecodeError as post_error:
-            # Report the error of the shape the sender most likely meant.
-            meant = envelope_error if b'"post"' in raw else post_error
-            raise DecodeError(f"schema: {meant}") from meant
+            if wrapped:
+                return Envelope(post=_post_decoder.decode(raw))
+            return _envelope_decoder.decode(raw)
+        except msgspec.DecodeError:
+            raise DecodeError(f"schema: {likely_error}") from likely_error
     except msgspec.DecodeError as exc:
         raise DecodeError(f"malformed: {exc}") from exc
 

@@ -27,10 +27,11 @@ lazily. A ready task is first stepped by hand in the coroutine that released it;
 no-op, filtering or cached tasks finish in that one step and cost no asyncio task and
 no timer. Only when a task really suspends (I/O, a model call) does its coroutine keep
 it, arm its timeout (measured from the task's start, so the semantics are those of
-`async with asyncio.timeout(t): await task`) and hand the other ready tasks to fresh
-asyncio tasks, so nothing ready waits behind it. A chain or a no-op diamond thus runs
-with no asyncio task at all. One consequence: tasks run in the context (contextvars,
-`asyncio.current_task()`) of whichever coroutine stepped them, as with plain `await`s.
+`async with asyncio.timeout(t): await task`, on one shared timer: core.deadlines) and
+hand the other ready tasks to fresh asyncio tasks, so nothing ready waits behind it.
+A chain or a no-op diamond thus runs with no asyncio task at all. One consequence:
+tasks run in the context (contextvars, `asyncio.current_task()`) of whichever coroutine
+stepped them, as with plain `await`s.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from types import MappingProxyType
 from typing import Any
 
 from grebe.constants import DEFAULT_TASK_TIMEOUT_S
+from grebe.core.deadlines import Deadline, deadline_at
 from grebe.core.memo import PayloadMemo, cancel_and_wait
 from grebe.core.task import SKIP, PlanOutput, SkipTask, TaskContext, TaskFn, TaskSpec
 from grebe.errors import PlanError
@@ -431,33 +433,38 @@ class _PlanRun:
     ) -> None:
         """Await task k to the end (under its time limit) and record the outcome."""
         resumed = awaitable if first is _NOT_STEPPED else ResumedCoroutine(awaitable, first)
-        deadline_cm: asyncio.Timeout | None = None
-        try:
-            if limit_s is None:
+        if limit_s is None:
+            try:
                 value = await resumed
+            except BaseException as exc:
+                if not self._absorb(k, exc, None, limit_s):
+                    raise
             else:
-                # `start` is on the monotonic clock; the loop may keep its own (uvloop
-                # caches it per iteration), so convert via the time already spent.
-                elapsed = _monotonic() - start
-                deadline_cm = asyncio.timeout_at(
-                    asyncio.get_running_loop().time() + limit_s - elapsed
-                )
-                async with deadline_cm:
-                    value = await resumed
+                self._succeed(k, value)
+            return
+        # `start` is on the monotonic clock; the loop may keep its own (uvloop caches it
+        # per iteration), so convert via the time already spent.
+        elapsed = _monotonic() - start
+        deadline = deadline_at(asyncio.get_running_loop().time() + limit_s - elapsed)
+        try:
+            value = await resumed
         except BaseException as exc:
-            if not self._absorb(k, exc, deadline_cm, limit_s):
+            # close() hands back a TimeoutError if the limit cancelled the task, and
+            # _absorb records that as a timeout; anything it does not absorb is `exc`.
+            if not self._absorb(k, deadline.close(exc), deadline, limit_s):
                 raise
         else:
+            deadline.close()
             self._succeed(k, value)
 
     def _absorb(
-        self, k: int, exc: BaseException, deadline_cm: asyncio.Timeout | None, timeout: Any
+        self, k: int, exc: BaseException, deadline: Deadline | None, timeout: Any
     ) -> bool:
         """Record what task k's exception means; False if it must propagate instead (a
         cancellation of the run itself, KeyboardInterrupt, SystemExit)."""
         if isinstance(exc, SkipTask):
             self._skip(k, exc.reason)
-        elif isinstance(exc, TimeoutError) and deadline_cm is not None and deadline_cm.expired():
+        elif isinstance(exc, TimeoutError) and deadline is not None and deadline.expired():
             self._fail(k, exc, f"timed out after {timeout:g}s")
         elif isinstance(exc, asyncio.CancelledError):
             task = asyncio.current_task()
