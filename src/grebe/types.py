@@ -138,6 +138,7 @@ class TaskResult(msgspec.Struct, kw_only=True):
     post_id: str
     success: bool
     plans: dict[str, TaskStatus] = {}
+    plan_seconds: dict[str, float] = {}  # wall time of each plan, for the per-plan metric
     labels: list[str] = []
     scores: dict[str, float] = {}
     reasons: dict[str, str] = {}

@@ -74,6 +74,11 @@ async def test_metrics_are_served_while_running(tmp_path):
         async with httpx.AsyncClient() as client:
             body = (await client.get(f"http://127.0.0.1:{runtime.metrics_port}/metrics")).text
         assert 'grebe_dispatcher_done_total{source="posts"} 5.0' in body
+        assert 'grebe_dispatcher_received_total{source="posts"} 5.0' in body
+        # Timed in the engine process, observed by the dispatcher from the TaskResult.
+        assert 'grebe_plan_duration_seconds_count{plan="basic"} 5.0' in body
+        assert "grebe_dispatcher_in_flight 0.0" in body
+        assert 'grebe_source_lag{source="posts"}' in body
     finally:
         await runtime.stop()
 

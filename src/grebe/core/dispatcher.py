@@ -487,6 +487,8 @@ class Dispatcher:
                 result: TaskResult = outcome.result()
                 if result.finished_at > result.started_at > 0:
                     self._metrics.task_duration(s.name, result.finished_at - result.started_at)
+                for plan, seconds in result.plan_seconds.items():
+                    self._metrics.plan_duration(plan, seconds)
                 if result.success:
                     await self._ack(entry, Outcome.DONE)
                     self.stats.done += 1

@@ -116,6 +116,7 @@ class PlanMaster:
         transcript: str | None = None
         errors: list[str] = []
         statuses: dict[str, TaskStatus] = {}
+        seconds: dict[str, float] = {}
         for result in results:
             output = result.output
             labels.extend(output.labels)
@@ -130,11 +131,13 @@ class PlanMaster:
             elif result.error:
                 errors.append(f"{result.plan}: {result.error}")
             statuses[result.plan] = result.status
+            seconds[result.plan] = result.finished_at - result.started_at
         return TaskResult(
             payload_id=payload.payload_id,
             post_id=post.id,
             success=TaskStatus.FAILED not in statuses.values(),
             plans=statuses,
+            plan_seconds=seconds,
             labels=labels,
             scores=scores,
             reasons=reasons,
