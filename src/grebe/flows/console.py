@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -38,19 +39,23 @@ def demo_command(data_dir: Path | None, console: Console) -> DemoSummary:
 
 
 def print_demo(summary: DemoSummary, console: Console) -> None:
-    table = Table(title="grebe demo: flows")
-    for column in ("flow", "runs", "annotated", "skipped", "failed", "p50", "p95",
-                   "top labels"):
-        table.add_column(column, justify="left" if column in ("flow", "top labels")
-                         else "right")
+    # Flow names are long (post_embedding_with_summary_for_reply): keep them whole and the
+    # numbers compact so the table reads in an 80-column terminal; labels go below it.
+    table = Table(title="grebe demo: flows", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("flow", no_wrap=True)
+    for column in ("runs", "skip", "fail", "p50", "p95"):
+        table.add_column(column, justify="right", no_wrap=True)
     for name, stats in summary.flows.items():
         table.add_row(
-            name, str(stats.runs), str(stats.statuses.get("success", 0)),
-            str(stats.statuses.get("skipped", 0)), str(stats.statuses.get("failed", 0)),
-            f"{stats.percentile(50) * 1000:.0f} ms", f"{stats.percentile(95) * 1000:.0f} ms",
-            ", ".join(f"{k} {v}" for k, v in stats.labels.most_common(3)),
+            name, str(stats.runs), str(stats.statuses.get("skipped", 0)),
+            str(stats.statuses.get("failed", 0)),
+            f"{stats.percentile(50) * 1000:.0f}ms", f"{stats.percentile(95) * 1000:.0f}ms",
         )
     console.print(table)
+    for name, stats in summary.flows.items():
+        if stats.labels:
+            top = ", ".join(f"{k} {v}" for k, v in stats.labels.most_common(4))
+            console.print(f"  [bold]{name}[/]: {top}", overflow="fold")
     console.print(
         f"{summary.messages} messages, {summary.posts} posts in {summary.processing_s:.1f} s "
         f"([bold]{summary.posts_per_s:.1f} posts/s[/]) after {summary.startup_s:.1f} s of model "
