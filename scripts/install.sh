@@ -27,7 +27,8 @@ fi
 PY=${PYTHON:-python3}
 if ! command -v uv >/dev/null 2>&1; then
   echo "==> installing uv"
-  "$PY" -m pip install -q --user uv 2>/dev/null || "$PY" -m pip install -q uv
+  "$PY" -m pip install -q --user uv 2>/dev/null || "$PY" -m pip install -q uv 2>/dev/null \
+    || "$PY" -m pip install -q --user --break-system-packages uv  # PEP 668 system Pythons
   export PATH="$HOME/.local/bin:$PATH"
 fi
 [ -x .venv/bin/python ] || uv venv -q -p "$PY" .venv
