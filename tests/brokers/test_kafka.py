@@ -231,3 +231,133 @@ async def test_unreachable_broker_is_a_clear_error() -> None:
     source = KafkaSource("posts", KafkaConfig(bootstrap_servers="127.0.0.1:1"), topic="x")
     with pytest.raises(BrokerError, match="cannot consume"):
         await source.start()
+
+
+class FlakyProducer:
+    """Dead-letter producer double: fails until `heal` is set, then stores for real."""
+
+    def __init__(self, real: KafkaProducer) -> None:
+        self.real = real
+        self.heal = asyncio.Event()
+        self.attempts = 0
+        self.attempted = asyncio.Event()
+
+    async def start(self) -> None:
+        await self.real.start()
+
+    async def stop(self) -> None:
+        await self.real.stop()
+
+    async def publish(self, topic: str, key: bytes | None, value: bytes) -> None:
+        self.attempts += 1
+        self.attempted.set()
+        if not self.heal.is_set():
+            raise BrokerError("dead-letter topic unavailable (test double)")
+        await self.real.publish(topic, key, value)
+
+
+async def test_a_failed_dead_letter_produce_is_retried_while_the_partition_waits(
+    kafka_bootstrap: str, topic: str
+) -> None:
+    await _produce(kafka_bootstrap, topic, 3)  # one partition, offsets 0..2
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    dead_topic = f"{topic}-dead"
+    await create_topic(kafka_bootstrap, dead_topic, 1)
+    source = KafkaSource("posts", _config(kafka_bootstrap), topic=topic, group=group,
+                         dead_letter_topic=dead_topic, dead_letter_backoff_base_s=0.02,
+                         dead_letter_backoff_max_s=0.1)
+    flaky = FlakyProducer(source._dead_letters)
+    source._dead_letters = flaky  # type: ignore[assignment]
+    await source.start()
+    try:
+        m0, m1, m2 = sorted(await _poll_n(source, 3), key=lambda m: m.offset)
+        record = DeadLetter(source="posts", reason="max_attempts", attempts=3,
+                            last_error="boom", original=m1.value,
+                            partition=m1.partition, offset=m1.offset)
+        await source.ack(m0, Outcome.DONE)
+        await source.ack(m1, Outcome.DEAD, reason="max_attempts", dead_letter=encode(record))
+        await source.ack(m2, Outcome.DONE)
+        async with asyncio.timeout(10):
+            while flaky.attempts < 4:  # the first produce and three retries, all failing
+                flaky.attempted.clear()
+                await flaky.attempted.wait()
+        assert source.dead_letter_failures >= 4
+        await source.commit()
+        # Commits stop at the dead message while its record is not stored.
+        assert (await _committed(kafka_bootstrap, group, topic)) == {m0.partition: 1}
+        failures = source.dead_letter_failures
+        flaky.heal.set()
+        await _wait_committed(kafka_bootstrap, group, topic, {m0.partition: 3})
+        assert source.dead_letter_failures in (failures, failures + 1)  # one may race heal
+    finally:
+        await source.stop()
+    reader = AIOKafkaConsumer(dead_topic, bootstrap_servers=kafka_bootstrap,
+                              auto_offset_reset="earliest", enable_auto_commit=False)
+    await reader.start()
+    try:
+        batches = await reader.getmany(timeout_ms=2000)
+    finally:
+        await reader.stop()
+    stored = [r for records in batches.values() for r in records]
+    assert [decode_dead_letter(r.value).offset for r in stored] == [1]  # stored once
+    await delete_topic(kafka_bootstrap, dead_topic)
+
+
+async def test_dead_letter_retry_ends_on_stop_leaving_the_message_uncommitted(
+    kafka_bootstrap: str, topic: str
+) -> None:
+    await _produce(kafka_bootstrap, topic, 1)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    source = KafkaSource("posts", _config(kafka_bootstrap), topic=topic, group=group,
+                         dead_letter_backoff_base_s=0.02, dead_letter_backoff_max_s=0.05)
+    flaky = FlakyProducer(source._dead_letters)
+    source._dead_letters = flaky  # type: ignore[assignment]
+    await source.start()
+    try:
+        [message] = await _poll_n(source, 1)
+        await source.ack(message, Outcome.DEAD, dead_letter=b"record")
+        async with asyncio.timeout(10):
+            while flaky.attempts < 2:
+                flaky.attempted.clear()
+                await flaky.attempted.wait()
+    finally:
+        await source.stop()
+    assert not source._dead_letter_retrying  # cancelled, not leaked
+    assert (await _committed(kafka_bootstrap, group, topic)) == {}  # redelivered on restart
+
+
+async def test_end_offsets_and_wait_committed_track_the_group(
+    kafka_bootstrap: str, topic: str
+) -> None:
+    producer = KafkaProducer(_config(kafka_bootstrap))
+    await producer.start()
+    for p, n in ((0, 3), (1, 2)):
+        for i in range(n):
+            await producer._started().send_and_wait(topic, f"p{p}-{i}".encode(), partition=p)
+    await producer.stop()
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    source = KafkaSource("posts", _config(kafka_bootstrap), topic=topic, group=group)
+    await source.start()
+    try:
+        ends = await source.end_offsets()  # waits for the first assignment
+        assert ends == {0: 3, 1: 2}
+        waiting = asyncio.ensure_future(source.wait_committed(ends))
+        messages = await _poll_n(source, 5)
+        for m in messages[:-1]:
+            await source.ack(m, Outcome.DONE)
+        await source.commit()
+        await asyncio.sleep(0.1)
+        assert not waiting.done()  # one message is still unfinished
+        await source.ack(messages[-1], Outcome.DONE)
+        async with asyncio.timeout(5):
+            await waiting
+    finally:
+        await source.stop()
+    # A later member of the same group: the topic is finished, nothing to wait for.
+    again = KafkaSource("posts", _config(kafka_bootstrap), topic=topic, group=group)
+    await again.start()
+    try:
+        async with asyncio.timeout(10):
+            await again.wait_committed(await again.end_offsets())
+    finally:
+        await again.stop()

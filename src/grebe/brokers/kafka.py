@@ -20,7 +20,13 @@ was, or will be, redelivered to the partition's new owner).
 
 Dead letters are produced to the dead-letter topic and acknowledged by the broker
 (acks=all) before the offset is marked finished, so no commit passes a dead message
-whose record is not stored.
+whose record is not stored. A failed produce is retried in the background with
+exponential backoff while the partition's commits stay blocked at that message; the
+retry ends when it succeeds, or when the partition is revoked or the source stops (the
+message is then redelivered and dead-lettered again).
+
+Batch jobs (`grebe run --exit-when-done`) ask `end_offsets()` once and wait in
+`wait_committed()` until the group has committed that far.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from collections.abc import Iterable, Sequence
 
@@ -38,6 +45,7 @@ from aiokafka.errors import KafkaError
 
 from grebe import constants as C
 from grebe.config import KafkaConfig
+from grebe.core.backoff import Backoff
 from grebe.core.offsets import OffsetTracker
 from grebe.core.source import Message, Outcome
 from grebe.errors import BrokerError
@@ -45,6 +53,12 @@ from grebe.errors import BrokerError
 log = logging.getLogger(__name__)
 
 _TOPIC_ALREADY_EXISTS = 36  # Kafka protocol error code
+# Dead-letter produce retries: full-jitter exponential backoff between these bounds.
+_DEAD_LETTER_BACKOFF_BASE_S = 0.2
+_DEAD_LETTER_BACKOFF_MAX_S = 10.0
+# wait_committed re-reads the group's committed offsets this often for partitions this
+# member does not own (another member commits them; the broker has no event for that).
+_FOREIGN_COMMIT_RECHECK_S = 1.0
 
 
 # --- producer -------------------------------------------------------------------------------
@@ -168,6 +182,8 @@ class KafkaSource:
         self, name: str, config: KafkaConfig, *, topic: str,
         group: str = C.DEFAULT_CONSUMER_GROUP,
         dead_letter_topic: str = C.DEFAULT_DEAD_LETTER_TOPIC,
+        dead_letter_backoff_base_s: float = _DEAD_LETTER_BACKOFF_BASE_S,
+        dead_letter_backoff_max_s: float = _DEAD_LETTER_BACKOFF_MAX_S,
     ) -> None:
         self.name = name
         self.topic = topic
@@ -175,7 +191,17 @@ class KafkaSource:
         self._config = config
         self._dead_letter_topic = dead_letter_topic
         self._consumer: AIOKafkaConsumer | None = None
-        self._dead_letters = KafkaProducer(config, linger_ms=0)
+        self._dead_letters: KafkaProducer = KafkaProducer(config, linger_ms=0)
+        self._dead_letter_backoff = Backoff(
+            dead_letter_backoff_base_s, dead_letter_backoff_max_s, random.Random()
+        )
+        self._dead_letter_retrying: set[asyncio.Task[None]] = set()
+        #: Failed dead-letter produce attempts so far (each one was retried or abandoned
+        #: on revocation/stop); a plain counter for tests and diagnostics.
+        self.dead_letter_failures = 0
+        self._committed: dict[int, int] = {}  # partition -> next offset, last known commit
+        self._commit_made = asyncio.Event()  # pulsed by every commit (wait_committed)
+        self._assigned = asyncio.Event()  # set by the first assignment (end_offsets)
         self._tracker = OffsetTracker()
         self._epochs: dict[int, int] = {}  # assigned partition -> its assignment epoch
         self._revoking: set[int] = set()  # being revoked: nothing more is handed out
@@ -227,9 +253,10 @@ class KafkaSource:
         if self._consumer is None:
             return
         self._stopping = True  # the revocation on leave must not wait for acks
-        for task in self._tasks:
+        tasks = [*self._tasks, *self._dead_letter_retrying]
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         try:
@@ -315,12 +342,60 @@ class KafkaSource:
             if dead_letter is None:
                 raise BrokerError(f"{self.name}: DEAD outcome needs the dead_letter record")
             # Stored before the offset may be committed past it.
-            await self._dead_letters.publish(self._dead_letter_topic, message.key, dead_letter)
+            try:
+                await self._dead_letters.publish(
+                    self._dead_letter_topic, message.key, dead_letter
+                )
+            except BrokerError as exc:
+                self._dead_letter_failed(message, 1, exc)
+                task = asyncio.create_task(
+                    self._retry_dead_letter(message, dead_letter),
+                    name=f"kafka-dead-letter:{self.name}:{partition}:{message.offset}",
+                )
+                self._dead_letter_retrying.add(task)
+                task.add_done_callback(self._dead_letter_retrying.discard)
+                return  # the offset stays unfinished: commits stop here until it is stored
             if self._epochs.get(partition) != message.token:
                 return  # revoked while we produced: the new owner redelivers it
-        self._tracker.finish(partition, message.offset)
+        self._finish(message)
+
+    def _finish(self, message: Message) -> None:
+        self._tracker.finish(message.partition, message.offset)
         self._dirty.set()
         self._acked.set()
+
+    def _dead_letter_failed(self, message: Message, attempt: int, exc: BaseException) -> None:
+        self.dead_letter_failures += 1
+        log.warning(
+            "%s: dead-letter produce of %d:%d to %r failed (attempt %d: %s); partition %d "
+            "commits wait for it, retrying", self.name, message.partition, message.offset,
+            self._dead_letter_topic, attempt, exc, message.partition,
+        )
+
+    async def _retry_dead_letter(self, message: Message, dead_letter: bytes) -> None:
+        """Produce `dead_letter` until the broker stores it, then finish the offset. Ends
+        early (offset left unfinished) if the partition is revoked: its new owner
+        redelivers the message and dead-letters it itself."""
+        attempt = 1
+        while True:
+            await asyncio.sleep(self._dead_letter_backoff.delay(attempt))
+            if self._epochs.get(message.partition) != message.token:
+                log.info("%s: partition %d revoked; dead letter %d:%d left to its next owner",
+                         self.name, message.partition, message.partition, message.offset)
+                return
+            attempt += 1
+            try:
+                await self._dead_letters.publish(
+                    self._dead_letter_topic, message.key, dead_letter
+                )
+            except BrokerError as exc:
+                self._dead_letter_failed(message, attempt, exc)
+                continue
+            if self._epochs.get(message.partition) == message.token:
+                log.info("%s: dead letter %d:%d stored after %d attempts", self.name,
+                         message.partition, message.offset, attempt)
+                self._finish(message)
+            return
 
     async def commit(self, partitions: Iterable[int] | None = None) -> None:
         """Commit every committable offset (of `partitions`, default all) now."""
@@ -342,6 +417,63 @@ class KafkaSource:
                 raise BrokerError(f"{self.name}: offset commit failed: {exc}") from exc
             for partition, offset in offsets.items():
                 self._tracker.mark_committed(partition, offset)
+            self._note_committed(offsets)
+
+    def _note_committed(self, offsets: dict[int, int]) -> None:
+        for partition, offset in offsets.items():
+            if offset > self._committed.get(partition, -1):
+                self._committed[partition] = offset
+        self._commit_made.set()
+        self._commit_made = asyncio.Event()
+
+    # --- batch jobs (grebe run --exit-when-done) ----------------------------------------
+
+    async def end_offsets(self) -> dict[int, int]:
+        """Per assigned partition, the offset after its last record, now. Waits for the
+        group's first assignment (a fresh consumer has none until it joined)."""
+        consumer = self._started()
+        await self._assigned.wait()
+        assigned = [tp for tp in consumer.assignment() if tp.topic == self.topic]
+        if not assigned:
+            return {}
+        try:
+            ends = await consumer.end_offsets(assigned)
+        except KafkaError as exc:
+            raise BrokerError(f"{self.name}: cannot read end offsets of {self.topic!r}: "
+                              f"{exc}") from exc
+        return {tp.partition: offset for tp, offset in ends.items()}
+
+    async def wait_committed(self, target: dict[int, int]) -> None:
+        """Return once the group committed at least `target` (partition: next offset).
+
+        Woken by this member's commits. Partitions this member does not own (moved to
+        another member by a rebalance) are re-read from the group coordinator every
+        `_FOREIGN_COMMIT_RECHECK_S`, as is everything on the first pass (a topic this
+        group finished before has nothing left to commit)."""
+        await self._refresh_committed(target)
+        while missing := self._missing(target):
+            made = self._commit_made
+            owned = {tp.partition for tp in self._started().assignment()}
+            if set(missing) <= owned:
+                await made.wait()
+                continue
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_FOREIGN_COMMIT_RECHECK_S):
+                    await made.wait()
+            await self._refresh_committed({p: o for p, o in missing.items() if p not in owned})
+
+    def _missing(self, target: dict[int, int]) -> dict[int, int]:
+        return {p: o for p, o in target.items() if self._committed.get(p, 0) < o}
+
+    async def _refresh_committed(self, target: dict[int, int]) -> None:
+        consumer = self._started()
+        try:
+            for partition in self._missing(target):
+                offset = await consumer.committed(TopicPartition(self.topic, partition))
+                if offset is not None and offset > self._committed.get(partition, -1):
+                    self._committed[partition] = offset
+        except KafkaError as exc:
+            raise BrokerError(f"{self.name}: cannot read committed offsets: {exc}") from exc
 
     async def _commit_loop(self) -> None:
         interval = self._config.commit_interval_s
@@ -361,6 +493,7 @@ class KafkaSource:
         for partition in partitions:
             self._epochs[partition] = self._next_epoch
             self._next_epoch += 1
+        self._assigned.set()
         log.info("%s: assigned partitions %s of %s", self.name, sorted(partitions), self.topic)
 
     async def _on_revoked(self, partitions: list[int]) -> None:

@@ -48,6 +48,9 @@ from grebe.types import Envelope
 log = logging.getLogger(__name__)
 
 _CONNECTION_ERRORS = (AMQPError, OSError, ConnectionError, asyncio.TimeoutError)
+# An ack on a delivery whose channel died (the connection dropped and connect_robust
+# reopened a new one) raises ChannelInvalidStateError, a RuntimeError, not an AMQPError.
+_ACK_ERRORS = (*_CONNECTION_ERRORS, ChannelInvalidStateError)
 
 
 def tier_priority(tier: str | None) -> int:
@@ -226,6 +229,9 @@ class RabbitSource:
         if not isinstance(delivery, AbstractIncomingMessage):
             raise BrokerError(f"{self.name}: message {message.offset} is not a RabbitMQ delivery")
         try:
+            # Its channel is gone: the broker already requeued it. Check before a RETRY
+            # or DEAD publish, so a dead channel does not also leave a copy behind.
+            delivery.channel  # noqa: B018  # raises ChannelInvalidStateError
             if outcome is Outcome.RETRY:
                 await self._republish_delayed(delivery, message.attempt)
             elif outcome is Outcome.DEAD:
@@ -236,9 +242,10 @@ class RabbitSource:
                     delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
                 ))
             await delivery.ack()
-        except _CONNECTION_ERRORS as exc:
+        except _ACK_ERRORS as exc:
             raise BrokerError(
-                f"{self.name}: {outcome} of delivery {message.offset} not acked ({exc}); "
+                f"{self.name}: {outcome} of delivery {message.offset} not acked "
+                f"({type(exc).__name__}: {exc}); "
                 "the broker will redeliver it"
             ) from exc
 
