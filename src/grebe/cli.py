@@ -489,5 +489,31 @@ def feed_serve(
         raise typer.Exit(2) from exc
 
 
+# --- api commands ---
+
+
+@app.command("serve")
+def api_serve(
+    config: ConfigOption = None,
+    host: Annotated[str | None, typer.Option(help="Listen address (default api.host).")] = None,
+    port: Annotated[
+        int | None, typer.Option(min=0, max=65535, help="HTTP port (default api.port).")
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Run the pipeline and the HTTP API (status page, /v1/posts, /v1/analyze, /metrics)
+    in one process until SIGINT/SIGTERM, which stops intake and drains.
+
+    Exit codes: 0 drained, 1 failed, 3 drain window ran out (the rest is redelivered)."""
+    from grebe.api.server import run as run_api
+
+    settings = _core_config(config)
+    chosen = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+    if chosen:
+        settings.api = settings.api.model_copy(update=chosen)
+    _core_logging(verbose)
+    raise typer.Exit(run_api(settings))
+
+
 def main() -> None:
     app()

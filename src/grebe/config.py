@@ -111,6 +111,18 @@ class MetricsConfig(Section):
     port: int = Field(default=C.DEFAULT_METRICS_PORT, ge=0, le=65535)  # 0: pick a free port
 
 
+class ApiConfig(Section):
+    """`grebe serve`: the HTTP API and status page, beside the pipeline in one process."""
+
+    host: str = "127.0.0.1"  # loopback by default; set 0.0.0.0 to serve other machines
+    port: int = Field(default=C.DEFAULT_API_PORT, ge=0, le=65535)
+    stream: str | None = None  # POST /v1/posts goes to this stream's topic (default: first)
+    max_batch: int = Field(default=C.DEFAULT_API_MAX_BATCH, ge=1)  # posts per request
+    max_body_bytes: int = Field(default=C.DEFAULT_API_MAX_BODY_BYTES, ge=1024)
+    analyze_concurrency: int = Field(default=C.DEFAULT_API_ANALYZE_CONCURRENCY, ge=1)
+    status_refresh_s: int = Field(default=C.DEFAULT_API_STATUS_REFRESH_S, ge=1)
+
+
 class GrebeConfig(BaseSettings):
     """The whole configuration. Areas not yet configured here keep free-form sections
     (`plans`, `inference`, `media`, `thunder`, `feed`) that their packages validate."""
@@ -135,6 +147,7 @@ class GrebeConfig(BaseSettings):
     output: OutputConfig = OutputConfig()
     rate_limits: RateLimitConfig = RateLimitConfig()
     metrics: MetricsConfig = MetricsConfig()
+    api: ApiConfig = ApiConfig()
     plans: dict[str, Any] = Field(default_factory=dict)
     inference: dict[str, Any] = Field(default_factory=dict)
     media: dict[str, Any] = Field(default_factory=dict)

@@ -78,6 +78,10 @@ TIER_PRIORITY = {"viral": 3, "paid": 3, "creator": 2, "hobby": 1, "free": 0, "tr
 
 DEFAULT_METRICS_PORT = 9464
 DEFAULT_API_PORT = 8080
+DEFAULT_API_MAX_BATCH = 1000  # posts in one POST /v1/posts
+DEFAULT_API_MAX_BODY_BYTES = 8 << 20
+DEFAULT_API_ANALYZE_CONCURRENCY = 4  # /v1/analyze calls running at once; the rest wait
+DEFAULT_API_STATUS_REFRESH_S = 5  # the status page reloads itself this often
 DEFAULT_THUNDER_PORT = 50051
 DEFAULT_FEED_PORT = 8090
 

@@ -47,10 +47,13 @@ class Runtime:
 
     def __init__(
         self, config: GrebeConfig, *, source_factory: SourceFactory | None = None,
-        registry: CollectorRegistry | None = None,
+        registry: CollectorRegistry | None = None, serve_metrics: bool = True,
     ):
+        """`serve_metrics=False`: metrics are still recorded in `registry`, but no metrics
+        HTTP server is started, because the caller serves the registry (`grebe serve`)."""
         self.config = config
         self._source_factory = source_factory
+        self._serve_metrics = serve_metrics
         self.registry = registry or CollectorRegistry()
         self.sources: list[Source] = []
         self.executor: Executor | None = None
@@ -76,6 +79,7 @@ class Runtime:
             metrics: DispatcherMetrics = NullMetrics()
             if config.metrics.enabled:
                 metrics = PrometheusMetrics(self.registry)
+            if config.metrics.enabled and self._serve_metrics:
                 try:
                     self._metrics_server, _ = start_http_server(
                         config.metrics.port, addr=config.metrics.host, registry=self.registry

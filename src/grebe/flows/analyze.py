@@ -3,6 +3,7 @@ with the configured models; nothing is written to the store or the output topic.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -10,10 +11,12 @@ from typing import Any
 from grebe.config import GrebeConfig
 from grebe.core.plan import PlanResult
 from grebe.core.planmaster import PlanMaster
+from grebe.errors import GrebeError
 from grebe.flows.registry import assemble, enabled_plans
+from grebe.flows.services import FlowServices, RecentKeys
 from grebe.flows.settings import FlowSettings
 from grebe.stores.base import MemoryStore
-from grebe.types import Media, Post, TaskPayload, UserContext
+from grebe.types import Annotation, Media, Post, TaskPayload, UserContext
 
 ANALYZE_POST_ID = "analyze"
 PARENT_POST_ID = "analyze-parent"
@@ -45,10 +48,62 @@ def build_payload(text: str, *, images: list[str], videos: list[str],
     return payload, roots
 
 
+class Analyzer:
+    """Every enabled flow with its models loaded once, for many posts: `grebe serve`'s
+    /v1/analyze keeps one; `analyze()` (the CLI) uses one for a single post.
+
+    Each run gets a fresh in-memory store and dedupe window, so analysing the same post
+    id twice analyses it twice and nothing is written anywhere; the content cache is
+    shared, so a repeated text or image is not recomputed."""
+
+    def __init__(self, config: GrebeConfig, *, media: bool = True) -> None:
+        self.config = config
+        self.settings = FlowSettings.from_section(config.plans)
+        self.plans = enabled_plans(self.settings)
+        self._media = media
+        self._services: FlowServices | None = None
+        self._started: list[Any] = []
+
+    @property
+    def plan_names(self) -> list[str]:
+        return [p.name for p in self.plans]
+
+    async def start(self) -> None:
+        """Build and start the models (and the media pipeline): this loads weights."""
+        from grebe.flows.models import build_media, build_models
+
+        models = build_models(self.config, self.settings)
+        media = build_media(self.config, models) if self._media else None
+        self._services = assemble(self.settings, models=models, store=MemoryStore(),
+                                  media=media)
+        try:
+            for component in (*models.components(), media):
+                if hasattr(component, "start"):
+                    await component.start()
+                    self._started.append(component)
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        started, self._started = self._started, []
+        for component in reversed(started):
+            await component.stop()
+        self._services = None
+
+    async def run(self, payload: TaskPayload) -> tuple[list[PlanResult], list[Annotation]]:
+        """Every eligible plan on `payload`: the plan results and the annotations their
+        sinks wrote (what the pipeline would have stored)."""
+        if self._services is None:
+            raise GrebeError("the analyzer is not started")
+        services = dataclasses.replace(self._services, store=MemoryStore(),
+                                       dedupe=RecentKeys())
+        results = await PlanMaster(self.plans, services=services).run_plans(payload)
+        return results, await services.store.get(payload.post.id)
+
+
 async def analyze(config: GrebeConfig, text: str, *, images: list[str] | None = None,
                   videos: list[str] | None = None, reply_to: str | None = None) -> list[PlanResult]:
-    from grebe.flows.models import build_media, build_models
-
     settings = FlowSettings.from_section(config.plans)
     plans = enabled_plans(settings)
     payload, roots = build_payload(text, images=images or [], videos=videos or [],
@@ -60,16 +115,10 @@ async def analyze(config: GrebeConfig, text: str, *, images: list[str] | None = 
         fetch["file_roots"] = [*fetch.get("file_roots", []), *map(str, roots)]
         media_section["fetch"] = fetch
         config = config.model_copy(update={"media": media_section})
-    models = build_models(config, settings)
-    media = build_media(config, models) if payload.post.media else None
-    services = assemble(settings, models=models, store=MemoryStore(), media=media)
-    components = [c for c in (*models.components(), media) if hasattr(c, "start")]
-    started = []
+    analyzer = Analyzer(config, media=bool(payload.post.media))
+    await analyzer.start()
     try:
-        for component in components:
-            await component.start()
-            started.append(component)
-        return await PlanMaster(plans, services=services).run_plans(payload)
+        results, _ = await analyzer.run(payload)
+        return results
     finally:
-        for component in reversed(started):
-            await component.stop()
+        await analyzer.stop()

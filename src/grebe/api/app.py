@@ -1,0 +1,166 @@
+"""The HTTP routes of `grebe serve` (Starlette). Handlers are thin: they read and check
+the request, call the ApiService's parts, and shape the answer.
+
+    POST /v1/posts                        one post or an array -> 202 {payload_ids}
+    GET  /v1/posts/{post_id}/annotations  stored annotations (404 when none)
+    POST /v1/analyze                      every flow on one post, answered now
+    GET  /v1/status                       streams, lag, dispatcher, engines, uptime
+    GET  /                                the same as a self-refreshing HTML page
+    GET  /metrics                         Prometheus: the runtime's and the API's metrics
+    GET  /healthz, /readyz                liveness; readiness (503 while draining)
+
+Errors are JSON `{"error": ..., ...}`: 422 for posts that do not decode (with each
+item's reason, and nothing appended), 413 for oversized requests, 503 while stopping or
+when a broker or the models are unavailable.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from grebe.api.analysis import AnalyzerUnavailableError
+from grebe.api.intake import SubmissionError, TooManyPostsError, parse_posts
+from grebe.api.metrics import REFUSED_INVALID, REFUSED_TOO_LARGE, REFUSED_UNAVAILABLE
+from grebe.api.page import render_status
+from grebe.api.service import ApiService
+from grebe.api.status import snapshot
+from grebe.codec import decode_envelope, encode
+from grebe.errors import BrokerError, DecodeError, StoreError
+
+
+class JSON(Response):
+    """JSON through grebe.codec (msgspec), so Annotations and other Structs encode as
+    they do on the streams."""
+
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return encode(content)
+
+
+def error(code: int, message: str, **extra: Any) -> JSON:
+    return JSON({"error": message, **extra}, status_code=code)
+
+
+class BodyTooLargeError(Exception):
+    pass
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body, refused as soon as it passes `limit` bytes (never buffered past it)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise BodyTooLargeError
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLargeError
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def build_app(service: ApiService) -> Starlette:
+    limits = service.config.api
+
+    async def submit_posts(request: Request) -> Response:
+        if not service.accepting or service.intake is None:
+            service.metrics.refused(REFUSED_UNAVAILABLE)
+            return error(503, f"not accepting posts: {service.state}")
+        try:
+            body = await read_body(request, limits.max_body_bytes)
+            posts = parse_posts(body, limits.max_batch)
+        except BodyTooLargeError:
+            service.metrics.refused(REFUSED_TOO_LARGE)
+            return error(413, f"body over {limits.max_body_bytes} bytes (api.max_body_bytes)")
+        except TooManyPostsError as exc:
+            service.metrics.refused(REFUSED_TOO_LARGE)
+            return error(413, str(exc), problems=exc.problems)
+        except SubmissionError as exc:
+            service.metrics.refused(REFUSED_INVALID)
+            return error(422, "invalid posts; none were accepted", problems=exc.problems)
+        try:
+            payload_ids = await service.intake.append(posts)
+        except BrokerError as exc:
+            service.metrics.refused(REFUSED_UNAVAILABLE)
+            return error(503, f"the intake stream is unavailable: {exc}")
+        service.metrics.accepted(len(posts))
+        return JSON({
+            "accepted": len(posts), "stream": service.intake.stream.name,
+            "topic": service.intake.stream.topic,
+            "post_ids": [p.envelope.post.id for p in posts], "payload_ids": payload_ids,
+        }, status_code=202)
+
+    async def annotations(request: Request) -> Response:
+        post_id: str = request.path_params["post_id"]
+        if service.store is None:
+            return error(503, f"the store is closed: {service.state}")
+        try:
+            rows = await service.store.get(post_id)
+        except StoreError as exc:
+            return error(503, f"the annotation store is unavailable: {exc}")
+        if not rows:
+            return error(404, f"no annotations for post {post_id!r}", post_id=post_id)
+        return JSON({"post_id": post_id, "annotations": rows})
+
+    async def analyze(request: Request) -> Response:
+        try:
+            body = await read_body(request, limits.max_body_bytes)
+        except BodyTooLargeError:
+            return error(413, f"body over {limits.max_body_bytes} bytes (api.max_body_bytes)")
+        if body.lstrip()[:1] == b"[":
+            return error(422, "send one post (an Envelope or a bare Post), not an array")
+        try:
+            envelope = decode_envelope(body)
+        except DecodeError as exc:
+            return error(422, "invalid post", reason=str(exc))
+        began = time.perf_counter()
+        try:
+            result = await service.analysis.analyze(envelope)
+        except AnalyzerUnavailableError as exc:
+            return error(503, str(exc))
+        service.metrics.analysis(time.perf_counter() - began)
+        return JSON(result)
+
+    async def status(request: Request) -> Response:
+        return JSON(await snapshot(service))
+
+    async def page(request: Request) -> Response:
+        html = render_status(await snapshot(service), limits.status_refresh_s)
+        return HTMLResponse(html, headers={"cache-control": "no-store"})
+
+    async def metrics(request: Request) -> Response:
+        # Rendering walks every metric under the registry's locks: keep it off the loop.
+        body = await run_in_threadpool(generate_latest, service.registry)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+    async def healthz(request: Request) -> Response:
+        reason = service.unready_reason()
+        if reason is not None and service.state == "running":  # broken, not just stopping
+            return error(503, reason, status="failing")
+        return JSON({"status": "ok", "state": service.state})
+
+    async def readyz(request: Request) -> Response:
+        reason = service.unready_reason()
+        if reason is not None:
+            return error(503, reason, status="unready")
+        return JSON({"status": "ready"})
+
+    return Starlette(routes=[
+        Route("/v1/posts", submit_posts, methods=["POST"]),
+        Route("/v1/posts/{post_id:path}/annotations", annotations, methods=["GET"]),
+        Route("/v1/analyze", analyze, methods=["POST"]),
+        Route("/v1/status", status, methods=["GET"]),
+        Route("/", page, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+    ])
