@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import signal
 import socket
 from collections.abc import Generator
 from typing import Any
@@ -24,6 +22,7 @@ from grebe import constants as C
 from grebe.api.app import build_app
 from grebe.api.service import ApiService
 from grebe.config import GrebeConfig
+from grebe.core.signals import ShutdownSignals
 from grebe.errors import ConfigError, GrebeError
 
 log = logging.getLogger(__name__)
@@ -51,29 +50,17 @@ def bind(host: str, port: int) -> socket.socket:
 
 async def serve(config: GrebeConfig) -> int:
     """Run until a signal; returns the process exit code (grebe.constants.EXIT_*)."""
-    loop = asyncio.get_running_loop()
-    stop_requested = asyncio.Event()
-    signals_seen = 0
-
-    def on_signal(signum: int) -> None:
-        nonlocal signals_seen
-        signals_seen += 1
-        if signals_seen == 1:
-            log.info("%s: refusing new posts, draining in-flight ones (again to force)",
-                     signal.Signals(signum).name)
-            stop_requested.set()
-        else:
-            log.warning("second signal: exiting now; unfinished posts will be redelivered")
-            os._exit(C.EXIT_FORCED)
-
     try:
         sock = bind(config.api.host, config.api.port)
     except ConfigError as exc:
         log.error("cannot start: %s", exc)
         return C.EXIT_FAILED
     service = ApiService(config)
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, on_signal, signum)
+    with ShutdownSignals("refusing new posts, draining in-flight ones") as signals:
+        return await _serve(service, sock, signals.requested)
+
+
+async def _serve(service: ApiService, sock: socket.socket, stop_requested: asyncio.Event) -> int:
     try:
         try:
             await service.start()
@@ -97,8 +84,6 @@ async def serve(config: GrebeConfig) -> int:
     finally:
         await service.close()
         sock.close()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)
     if {"engines failed", "dispatcher exited", "http server exited"} & set(reasons):
         return C.EXIT_FAILED
     return C.EXIT_OK if drained else C.EXIT_NOT_DRAINED

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +26,7 @@ from grebe.core.dispatcher import Dispatcher, Stream
 from grebe.core.engine import ProcessExecutor, tune_gc
 from grebe.core.executor import Executor, InlineExecutor
 from grebe.core.metrics import DispatcherMetrics, NullMetrics, PrometheusMetrics
+from grebe.core.signals import ShutdownSignals
 from grebe.core.source import Source
 from grebe.errors import ConfigError, GrebeError
 
@@ -186,52 +185,33 @@ async def _quietly(what: str, stop: Callable[[], Any]) -> None:
 async def serve(config: GrebeConfig, *, exit_when_done: bool = False) -> int:
     """Run until a signal (or, with exit_when_done, until the input is consumed);
     returns the process exit code (grebe.constants.EXIT_*)."""
-    loop = asyncio.get_running_loop()
-    stop_requested = asyncio.Event()
-    signals_seen = 0
-
-    def on_signal(signum: int) -> None:
-        nonlocal signals_seen
-        signals_seen += 1
-        if signals_seen == 1:
-            log.info("%s: stopping intake, draining in-flight posts (again to force)",
-                     signal.Signals(signum).name)
-            stop_requested.set()
-        else:
-            log.warning("second signal: exiting now; unfinished posts will be redelivered")
-            os._exit(C.EXIT_FORCED)
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, on_signal, signum)
-    runtime = Runtime(config)
-    try:
-        await runtime.start()
-    except GrebeError as exc:
-        log.error("cannot start: %s", exc)
-        return C.EXIT_FAILED
-    tune_gc()
-    waits: dict[asyncio.Future[Any], str] = {
-        asyncio.ensure_future(stop_requested.wait()): "signal",
-    }
-    if runtime.dispatching is not None:
-        waits[runtime.dispatching] = "dispatcher exited"
-    if (failed := runtime.engines_failed) is not None:
-        waits[asyncio.ensure_future(failed.wait())] = "engines failed"
-    if exit_when_done:
-        waits[asyncio.ensure_future(runtime.wait_caught_up())] = "done"
-    finished, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    reasons = sorted(waits[f] for f in finished)
-    for future in waits:
-        if future not in finished and future is not runtime.dispatching:
-            future.cancel()
-    log.info("stopping: %s", ", ".join(reasons))
-    drained = await runtime.stop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.remove_signal_handler(signum)
+    with ShutdownSignals("stopping intake, draining in-flight posts") as signals:
+        runtime = Runtime(config)
+        try:
+            await runtime.start()
+        except GrebeError as exc:
+            log.error("cannot start: %s", exc)
+            return C.EXIT_FAILED
+        tune_gc()
+        waits: dict[asyncio.Future[Any], str] = {
+            asyncio.ensure_future(signals.requested.wait()): "signal",
+        }
+        if runtime.dispatching is not None:
+            waits[runtime.dispatching] = "dispatcher exited"
+        if (failed := runtime.engines_failed) is not None:
+            waits[asyncio.ensure_future(failed.wait())] = "engines failed"
+        if exit_when_done:
+            waits[asyncio.ensure_future(runtime.wait_caught_up())] = "done"
+        finished, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        reasons = sorted(waits[f] for f in finished)
+        for future in waits:
+            if future not in finished and future is not runtime.dispatching:
+                future.cancel()
+        log.info("stopping: %s", ", ".join(reasons))
+        drained = await runtime.stop()
     if "engines failed" in reasons or "dispatcher exited" in reasons:
         return C.EXIT_FAILED
     return C.EXIT_OK if drained else C.EXIT_NOT_DRAINED
-
 
 def run(config: GrebeConfig, *, exit_when_done: bool = False) -> int:
     """Blocking entry point of `grebe run` (uvloop when installed)."""
