@@ -110,7 +110,11 @@ async def test_status_reflects_counts(api):
 
 async def test_lag_counts_posts_not_yet_handed_out(api):
     service, client = api
-    await service.runtime.dispatcher.stop(0)  # nothing is consumed any more
+    await service.runtime.dispatcher.stop(0)
+    # stop() may return while a poll is still under way; once the run loop has exited,
+    # nothing is consumed any more.
+    assert service.runtime.dispatching is not None
+    await service.runtime.dispatching
     await client.post("/v1/posts", json=[post(i) for i in range(7)])
     status = (await client.get("/v1/status")).json()
     assert status["streams"][0]["lag"] == 7
