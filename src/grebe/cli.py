@@ -11,7 +11,11 @@ from rich.console import Console
 
 import grebe
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+app = typer.Typer(
+    no_args_is_help=True, add_completion=False,
+    help="grebe: content understanding of social posts at stream scale, and a feed served "
+    "from what it learns. Start with `grebe demo`.",
+)
 dlq_app = typer.Typer(no_args_is_help=True, help="Inspect and replay dead letters.")
 media_app = typer.Typer(no_args_is_help=True, help="Scan media files and URLs.")
 app.add_typer(dlq_app, name="dlq")
