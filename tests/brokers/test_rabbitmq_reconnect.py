@@ -238,10 +238,13 @@ async def test_a_cut_connection_reconnects_and_loses_no_message_or_ack(
     assert drained
     assert proxy.severed >= 2 and proxy.accepted >= 4  # both clients were cut, both came back
     assert set(executor.processed) == everything  # nothing lost
-    # The acks of the held tasks were issued on the dead channel: each one raised, the
-    # dispatcher counted it, and the broker redelivered that post.
-    assert set(executor.held) <= set(source.ack_failures)
-    assert dispatcher.stats.ack_errors == len(source.ack_failures) >= 3
+    # The acks of the held tasks were issued on the dead channel. Those issued after the
+    # client saw the cut raised, the dispatcher counted them, and the broker redelivered
+    # those posts. (One written to the severed socket before the client noticed can vanish
+    # without raising: AMQP acks are not confirmed. The broker then redelivers that post
+    # too, so it is at worst a duplicate, never a loss — which is what is asserted.)
+    assert source.ack_failures and set(source.ack_failures) <= set(executor.held)
+    assert dispatcher.stats.ack_errors == len(source.ack_failures)
     assert all(executor.processed[p] >= 2 for p in source.ack_failures)
     duplicates = {p: n for p, n in executor.processed.items() if n > 1}
     # A duplicate is a post in flight at the cut: taken before we snapshot the set, or
