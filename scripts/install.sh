@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(ffmpeg tesseract-ocr tesseract-ocr-eng espeak-ng locales sox)
+# --llm compiles llama-cpp-python once: it needs a C++ toolchain and cmake.
+[ "${1:-}" = "--llm" ] && APT_PACKAGES+=(g++ cmake)
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 
 missing=()
