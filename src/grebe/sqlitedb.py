@@ -16,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
+import stamina
+
 from grebe import constants as C
 
 T = TypeVar("T")
@@ -33,10 +35,28 @@ def connect(
     conn = sqlite3.connect(
         path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
     )
-    conn.execute("PRAGMA journal_mode=WAL")
+    _ensure_wal(conn, busy_timeout_s)
     conn.execute(f"PRAGMA synchronous={synchronous}")
     conn.execute("PRAGMA temp_store=MEMORY")
     return conn
+
+
+def _is_locked(exc: Exception) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+
+
+def _ensure_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> None:
+    """Switch the file to WAL once. The mode persists in the file, so later openers only
+    read it. Switching can fail with "database is locked" *without* waiting on the busy
+    handler when another process opens the same new file at the same moment (two engines
+    starting together), so the switch is retried for up to the busy timeout."""
+    if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal":
+        return
+    for attempt in stamina.retry_context(
+        on=_is_locked, attempts=None, timeout=busy_timeout_s, wait_initial=0.01, wait_max=0.2
+    ):
+        with attempt:
+            conn.execute("PRAGMA journal_mode=WAL")
 
 
 class SqliteDB:
