@@ -28,6 +28,18 @@ def embedding_of(annotations: Sequence[Annotation], producer: str | None) -> lis
     return best.embedding if best is not None else None
 
 
+def index_embedding(
+    index: PostANNIndex, post_id: str, annotations: Sequence[Annotation], producer: str | None
+) -> bool:
+    """Add the post's embedding to the index; False when it has none of the index's
+    dimension (another embedder's vector is skipped, not an error)."""
+    vector = embedding_of(annotations, producer)
+    if vector is None or len(vector) != index.dim:
+        return False
+    index.add(post_id, vector)
+    return True
+
+
 class IndexingStore:
     """An AnnotationStore that also indexes embeddings it is given."""
 
@@ -47,9 +59,7 @@ class IndexingStore:
     async def upsert(self, annotations: Sequence[Annotation]) -> None:
         await self.store.upsert(annotations)
         for annotation in annotations:
-            vector = embedding_of([annotation], self.producer)
-            if vector is not None and len(vector) == self.index.dim:
-                self.index.add(annotation.post_id, vector)
+            index_embedding(self.index, annotation.post_id, [annotation], self.producer)
 
     async def get(self, post_id: str) -> list[Annotation]:
         return await self.store.get(post_id)
@@ -62,8 +72,5 @@ async def backfill(
     """Index the stored embeddings of `post_ids`; returns how many were added."""
     added = 0
     for post_id in post_ids:
-        vector = embedding_of(await store.get(post_id), producer)
-        if vector is not None and len(vector) == index.dim:
-            index.add(post_id, vector)
-            added += 1
+        added += index_embedding(index, post_id, await store.get(post_id), producer)
     return added
