@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from grebe.config import GrebeConfig
+from grebe.core.bundle import PlanBundle
 from grebe.core.plan import PlanResult
 from grebe.core.planmaster import PlanMaster
 from grebe.errors import GrebeError
-from grebe.flows.registry import assemble, enabled_plans
-from grebe.flows.services import FlowServices, RecentKeys
+from grebe.flows.registry import assemble, enabled_plans, lifecycles
+from grebe.flows.services import RecentKeys
 from grebe.flows.settings import FlowSettings
 from grebe.stores.base import MemoryStore
 from grebe.types import Annotation, Media, Post, TaskPayload, UserContext
@@ -61,8 +62,7 @@ class Analyzer:
         self.settings = FlowSettings.from_section(config.plans)
         self.plans = enabled_plans(self.settings)
         self._media = media
-        self._services: FlowServices | None = None
-        self._started: list[Any] = []
+        self._bundle: PlanBundle | None = None
 
     @property
     def plan_names(self) -> list[str]:
@@ -74,29 +74,28 @@ class Analyzer:
 
         models = build_models(self.config, self.settings)
         media = build_media(self.config, models) if self._media else None
-        self._services = assemble(self.settings, models=models, store=MemoryStore(),
-                                  media=media)
+        self._bundle = PlanBundle(
+            plans=self.plans,
+            services=assemble(self.settings, models=models, store=MemoryStore(), media=media),
+            components=lifecycles([*models.components(), media]),
+        )
         try:
-            for component in (*models.components(), media):
-                if hasattr(component, "start"):
-                    await component.start()
-                    self._started.append(component)
+            await self._bundle.start()
         except BaseException:
             await self.stop()
             raise
 
     async def stop(self) -> None:
-        started, self._started = self._started, []
-        for component in reversed(started):
-            await component.stop()
-        self._services = None
+        bundle, self._bundle = self._bundle, None
+        if bundle is not None:
+            await bundle.stop()
 
     async def run(self, payload: TaskPayload) -> tuple[list[PlanResult], list[Annotation]]:
         """Every eligible plan on `payload`: the plan results and the annotations their
         sinks wrote (what the pipeline would have stored)."""
-        if self._services is None:
+        if self._bundle is None:
             raise GrebeError("the analyzer is not started")
-        services = dataclasses.replace(self._services, store=MemoryStore(),
+        services = dataclasses.replace(self._bundle.services, store=MemoryStore(),
                                        dedupe=RecentKeys())
         results = await PlanMaster(self.plans, services=services).run_plans(payload)
         return results, await services.store.get(payload.post.id)

@@ -71,7 +71,7 @@ def assemble(
     )
 
 
-def _lifecycles(components: Sequence[Any]) -> list[Any]:
+def lifecycles(components: Sequence[Any]) -> list[Any]:
     """Each component with a start()/stop() once, in order (a model may serve twice)."""
     seen: list[Any] = []
     for component in components:
@@ -84,6 +84,7 @@ def _lifecycles(components: Sequence[Any]) -> list[Any]:
 
 def build_bundle(config: GrebeConfig) -> PlanBundle:
     from grebe.brokers.factory import build_producer
+    from grebe.core.supervisor import limiter_uri
     from grebe.flows.models import build_media, build_models
     from grebe.stores.factory import build_store
 
@@ -93,8 +94,7 @@ def build_bundle(config: GrebeConfig) -> PlanBundle:
     media = build_media(config, models)
     store = build_store(config)
     producer = build_producer(config)
-    storage = config.redis.url if config.rate_limits.storage == "redis" else "memory://"
     services = assemble(settings, models=models, store=store, producer=producer, media=media,
-                        output_topic=config.output.topic, rate_limit_storage=storage)
-    components = _lifecycles([store, producer, *models.components(), media])
+                        output_topic=config.output.topic, rate_limit_storage=limiter_uri(config))
+    components = lifecycles([store, producer, *models.components(), media])
     return PlanBundle(plans=plans, services=services, components=components)
