@@ -28,6 +28,7 @@ from PIL import Image
 
 from grebe.errors import GrebeError, MediaError
 from grebe.inference.base import OCR, ImageClassifier
+from grebe.inference.nsfw import NSFW as NSFW_LABEL  # the score read from the classifier
 from grebe.media.asr import ASRErrorCode, ASRProcessor
 from grebe.media.config import MediaConfig
 from grebe.media.dedup import HashEntry, NearDuplicateIndex, perceptual_hash
@@ -41,7 +42,6 @@ log = logging.getLogger(__name__)
 
 DOWNLOAD, DECODE, CLASSIFY, DEDUP = "download", "decode", "classify", "dedup"
 STAGES = (DOWNLOAD, DECODE, CLASSIFY, DEDUP)
-NSFW_LABEL = "nsfw"  # the score read from the injected ImageClassifier
 KIND_IMAGE, KIND_VIDEO, KIND_AUDIO = "image", "video", "audio"
 
 
