@@ -289,26 +289,27 @@ class OpenAIChatModel:
     async def _complete(
         self, messages: list[dict[str, str]], schema: type[msgspec.Struct] | JSONSchema
     ) -> str:
+        json_schema = to_json_schema(schema)
         body: dict[str, Any] = {
             "model": self.client.model,
             "messages": messages,
             "temperature": self.temperature,
-            "response_format": {
+        }
+        if self.response_format == "json_schema":
+            body["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {
                     "name": schema_name(schema),
-                    "schema": to_json_schema(schema),
+                    "schema": json_schema,
                     "strict": self.strict_schema,
                 },
-            },
-        }
-        if self.response_format == "json_object":
-            body["response_format"] = {"type": "json_object", "schema": to_json_schema(schema)}
-        elif self.response_format == "none":
-            del body["response_format"]
+            }
+        elif self.response_format == "json_object":
+            body["response_format"] = {"type": "json_object", "schema": json_schema}
+        else:  # "none"
             instruction = (
                 "Answer with a single JSON value matching this JSON Schema, and nothing else:\n"
-                + msgspec.json.encode(to_json_schema(schema)).decode()
+                + msgspec.json.encode(json_schema).decode()
             )
             body["messages"] = [{"role": "system", "content": instruction}, *messages]
         if self.max_tokens is not None:
