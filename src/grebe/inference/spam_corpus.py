@@ -157,7 +157,11 @@ def email_parts(raw: bytes | str) -> tuple[str, str]:
 
 def email_text(raw: bytes | str) -> str:
     """Subject and visible body text of one RFC 822 message, whitespace collapsed."""
-    subject, body = email_parts(raw)
+    return _message_text(*email_parts(raw))
+
+
+def _message_text(subject: str, body: str) -> str:
+    """The text of a message as the head reads it: the corpus and email_text() agree."""
     return _WHITESPACE.sub(" ", f"{subject}\n{body}").strip()[:MAX_CHARS]
 
 
@@ -180,7 +184,7 @@ def load_corpus(root: str | Path) -> Iterator[CorpusMessage]:
     for group, label in GROUPS.items():
         for path in sorted((data / group).glob("*.txt")):
             subject, body = email_parts(path.read_bytes())
-            text = _WHITESPACE.sub(" ", f"{subject}\n{body}").strip()[:MAX_CHARS]
+            text = _message_text(subject, body)
             digest = hashlib.blake2b(text.lower().encode(), digest_size=16).digest()
             if not text or digest in seen:
                 continue
