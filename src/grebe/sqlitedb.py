@@ -10,8 +10,9 @@ flush: callers await their own item, the writer commits whatever queued up meanw
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
@@ -57,6 +58,20 @@ def _ensure_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> None:
     ):
         with attempt:
             conn.execute("PRAGMA journal_mode=WAL")
+
+
+@contextlib.contextmanager
+def write_txn(conn: sqlite3.Connection) -> Iterator[None]:
+    """A write transaction that rolls back on any error. IMMEDIATE takes the write lock
+    up front, so what it reads (e.g. a log's next offsets) cannot be changed by another
+    process's write before it writes."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 class SqliteDB:

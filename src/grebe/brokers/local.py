@@ -34,7 +34,7 @@ import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -43,7 +43,7 @@ from grebe import constants as C
 from grebe.core.offsets import OffsetTracker
 from grebe.core.source import Message, Outcome
 from grebe.errors import BrokerError
-from grebe.sqlitedb import GroupWriter, SqliteDB
+from grebe.sqlitedb import GroupWriter, SqliteDB, write_txn
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS topics (
@@ -114,36 +114,22 @@ def _init_schema(conn: sqlite3.Connection) -> None:
     conn.executescript(_SCHEMA)
 
 
-@contextlib.contextmanager
-def _write_txn(conn: sqlite3.Connection) -> Iterator[None]:
-    # IMMEDIATE takes the write lock up front, so the offsets read from `heads` cannot
-    # be taken by another process's append before we insert.
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+def _find_topic(conn: sqlite3.Connection, name: str) -> Topic | None:
+    row = conn.execute("SELECT id, partitions FROM topics WHERE name = ?", (name,)).fetchone()
+    return None if row is None else Topic(id=row[0], name=name, partitions=row[1])
 
 
 def _ensure_topic(conn: sqlite3.Connection, name: str, partitions: int) -> Topic:
-    row = conn.execute("SELECT id, partitions FROM topics WHERE name = ?", (name,)).fetchone()
-    if row is None:
-        with _write_txn(conn):
+    topic = _find_topic(conn, name)
+    if topic is None:
+        with write_txn(conn):
             conn.execute(
                 "INSERT INTO topics (name, partitions) VALUES (?, ?) ON CONFLICT DO NOTHING",
                 (name, partitions),
             )
-        row = conn.execute(
-            "SELECT id, partitions FROM topics WHERE name = ?", (name,)
-        ).fetchone()
-    return Topic(id=row[0], name=name, partitions=row[1])
-
-
-def _find_topic(conn: sqlite3.Connection, name: str) -> Topic | None:
-    row = conn.execute("SELECT id, partitions FROM topics WHERE name = ?", (name,)).fetchone()
-    return None if row is None else Topic(id=row[0], name=name, partitions=row[1])
+        topic = _find_topic(conn, name)
+        assert topic is not None  # inserted above, or by a concurrent creator
+    return topic
 
 
 def _append_rows(
@@ -151,9 +137,7 @@ def _append_rows(
     now: float,
 ) -> list[tuple[int, int]]:
     """Append (partition, key, value) records inside the caller's write transaction."""
-    heads = dict(
-        conn.execute("SELECT part, next_offset FROM heads WHERE topic_id = ?", (topic_id,))
-    )
+    heads = _end_offsets(conn, topic_id)
     rows = []
     positions = []
     for part, key, value in records:
@@ -181,7 +165,7 @@ def _append(
     conn: sqlite3.Connection, batches: Sequence[PartitionedBatch]
 ) -> list[list[tuple[int, int]]]:
     now = time.time()
-    with _write_txn(conn):
+    with write_txn(conn):
         return [_append_rows(conn, topic_id, records, now) for topic_id, records in batches]
 
 
@@ -231,7 +215,7 @@ def _commit(
 ) -> None:
     """Append records (dead letters, replays) and store offsets in one transaction."""
     now = time.time()
-    with _write_txn(conn):
+    with write_txn(conn):
         for append_topic, records in appends:
             _append_rows(conn, append_topic, records, now)
         conn.executemany(
@@ -325,30 +309,34 @@ class LocalLog:
     async def find_topic(self, name: str) -> Topic | None:
         return self._topics.get(name) or await self._db.run(_find_topic, name)
 
-    def _partitioned(
-        self, topic: Topic, records: Sequence[Record]
-    ) -> list[tuple[int, bytes | None, bytes]]:
-        return [
-            (partition_for(key, topic.partitions, self._round_robin), key, value)
-            for key, value in records
-        ]
+    async def _partitioned(
+        self, batches: Mapping[str, Sequence[Record]]
+    ) -> list[PartitionedBatch]:
+        """{topic name: records} -> (topic id, (partition, key, value) records) batches."""
+        prepared: list[PartitionedBatch] = []
+        for name, records in batches.items():
+            topic = await self.topic(name)
+            prepared.append((
+                topic.id,
+                [
+                    (partition_for(key, topic.partitions, self._round_robin), key, value)
+                    for key, value in records
+                ],
+            ))
+        return prepared
 
     async def append(self, topic_name: str, records: Sequence[Record]) -> list[tuple[int, int]]:
         """Append records in one transaction; returns their (partition, offset)."""
         if not records:
             return []
-        topic = await self.topic(topic_name)
-        batch = [(topic.id, self._partitioned(topic, records))]
+        batch = await self._partitioned({topic_name: records})
         positions = (await self._run_write(_append, batch))[0]
         _notifier.notify(self.path, [topic_name])
         return positions
 
     async def append_many(self, batches: dict[str, list[Record]]) -> None:
         """Append to several topics in one transaction."""
-        prepared = []
-        for name, records in batches.items():
-            topic = await self.topic(name)
-            prepared.append((topic.id, self._partitioned(topic, records)))
+        prepared = await self._partitioned(batches)
         if prepared:
             await self._run_write(_append, prepared)
             _notifier.notify(self.path, list(batches))
@@ -390,10 +378,7 @@ class LocalLog:
 
         Offsets never move backwards (a stale committer cannot undo progress)."""
         topic = await self.topic(topic_name)
-        prepared = []
-        for name, records in (appends or {}).items():
-            target = await self.topic(name)
-            prepared.append((target.id, self._partitioned(target, records)))
+        prepared = await self._partitioned(appends or {})
         await self._run_write(_commit, group, topic.id, offsets, prepared)
         if prepared:
             _notifier.notify(self.path, list(appends or {}))

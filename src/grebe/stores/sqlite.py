@@ -17,7 +17,7 @@ from typing import Literal
 import msgspec
 
 from grebe.errors import StoreError
-from grebe.sqlitedb import GroupWriter, SqliteDB, connect
+from grebe.sqlitedb import GroupWriter, SqliteDB, connect, write_txn
 from grebe.types import Annotation
 
 _SCHEMA = """
@@ -51,13 +51,8 @@ Row = tuple[str, str, str, float, float, bytes]
 
 
 def _upsert(conn: sqlite3.Connection, rows: list[Row]) -> None:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with write_txn(conn):
         conn.executemany(_UPSERT, rows)
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
 
 
 def _decode(created_at: float, body: bytes) -> Annotation:
