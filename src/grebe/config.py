@@ -183,6 +183,15 @@ class GrebeConfig(BaseSettings):
         return (env_settings, init_settings)
 
 
+def validation_problems(exc: ValidationError, prefix: str = "") -> str:
+    """Every invalid field of a pydantic error as "section.field: why", joined with "; ",
+    so each config section reports bad input the same way."""
+    return "; ".join(
+        f"{prefix + '.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
+        for err in exc.errors()
+    )
+
+
 def load_config(path: Path | str | None = None, **overrides: Any) -> GrebeConfig:
     """Load the YAML file at `path` (or $GREBE_CONFIG), apply environment overrides.
 
@@ -205,8 +214,5 @@ def load_config(path: Path | str | None = None, **overrides: Any) -> GrebeConfig
     try:
         return GrebeConfig(**raw)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
-            for err in exc.errors()
-        )
+        problems = validation_problems(exc)
         raise ConfigError(f"invalid configuration ({path or 'defaults'}): {problems}") from exc

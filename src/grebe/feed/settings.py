@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from grebe import constants as C
+from grebe.config import validation_problems
 from grebe.errors import ConfigError
 
 
@@ -68,9 +69,7 @@ def feed_settings(raw: dict[str, Any] | FeedSettings | None) -> FeedSettings:
     try:
         settings = FeedSettings(**(raw or {}))
     except ValidationError as exc:
-        problems = "; ".join(
-            f"feed.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
+        problems = validation_problems(exc, "feed.")
         raise ConfigError(f"invalid feed configuration: {problems}") from exc
     settings.blocked_labels(None)  # the default level must exist
     return settings

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from grebe.config import validation_problems
 from grebe.errors import ConfigError
 from grebe.types import Eligibility
 
@@ -233,9 +234,5 @@ def _validate(kind: type[_Section], raw: dict[str, Any], where: str) -> Any:
     try:
         return kind.model_validate(raw)
     except ValidationError as exc:
-        prefix = f"plans.{where}." if where else "plans."
-        problems = "; ".join(
-            f"{prefix}{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
-            for err in exc.errors()
-        )
+        problems = validation_problems(exc, f"plans.{where}." if where else "plans.")
         raise ConfigError(f"invalid plans configuration: {problems}") from exc

@@ -49,6 +49,7 @@ from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from grebe.config import validation_problems
 from grebe.errors import ConfigError
 from grebe.inference.base import (
     OCR,
@@ -160,10 +161,7 @@ def parse_inference_config(section: dict[str, Any] | None) -> InferenceConfig:
     try:
         config = InferenceConfig.model_validate(section or {})
     except ValidationError as exc:
-        problems = "; ".join(
-            f"inference.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
-        raise ConfigError(problems) from exc
+        raise ConfigError(validation_problems(exc, "inference.")) from exc
     for where, cfg, on in (
         ("embedder", config.embedder, config.embedder.backend == "openai"),
         ("chat", config.chat, config.chat.enabled),

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from grebe.config import validation_problems
 from grebe.errors import ConfigError
 
 
@@ -86,8 +87,5 @@ class MediaConfig(_Section):
         try:
             return cls.model_validate(raw or {})
         except ValidationError as exc:
-            problems = "; ".join(
-                f"media.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
-                for err in exc.errors()
-            )
+            problems = validation_problems(exc, "media.")
             raise ConfigError(f"invalid media configuration: {problems}") from exc

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from grebe import constants as C
+from grebe.config import validation_problems
 from grebe.errors import ConfigError
 
 TWO_DAYS_S = 2 * 24 * 3600.0
@@ -65,7 +66,5 @@ def thunder_settings(raw: dict[str, Any] | ThunderSettings | None) -> ThunderSet
     try:
         return ThunderSettings(**(raw or {}))
     except ValidationError as exc:
-        problems = "; ".join(
-            f"thunder.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
+        problems = validation_problems(exc, "thunder.")
         raise ConfigError(f"invalid thunder configuration: {problems}") from exc
