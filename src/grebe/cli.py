@@ -95,18 +95,24 @@ def ingest(
     validate: Annotated[
         bool, typer.Option(help="Check each line is a post; --no-validate checks JSON only.")
     ] = True,
+    strict: Annotated[
+        bool, typer.Option(help="Append nothing if any line is bad.")
+    ] = False,
+    start_line: Annotated[
+        int, typer.Option(min=1, help="Skip the lines before this one (resume an interrupted run).")
+    ] = 1,
     config: ConfigOption = None,
 ) -> None:
-    """Append posts from a JSONL file to a local-broker topic. Bad lines are reported
-    and skipped; the rest go in."""
+    """Append posts from a JSONL file to a local-broker topic. The whole file is checked
+    first: bad lines are reported and skipped (or, with --strict, nothing is appended)."""
     import asyncio
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from grebe.brokers.factory import local_log
     from grebe.brokers.local import LocalProducer
+    from grebe.ingest import IngestInterrupted
     from grebe.ingest import ingest as ingest_lines
-    from grebe.ingest import read_lines
 
     settings = _core_config(config)
     target = topic or (settings.streams[0].topic if settings.streams else None)
@@ -114,7 +120,7 @@ def ingest(
         console.print("[red]no --topic given and no stream configured[/red]")
         raise typer.Exit(2)
     with file.open("rb") as handle:
-        total = sum(1 for line in handle if line.strip())
+        total = sum(1 for n, line in enumerate(handle, 1) if line.strip() and n >= start_line)
 
     async def go():  # -> IngestReport
         producer = LocalProducer(local_log(settings))
@@ -126,21 +132,33 @@ def ingest(
             ) as progress:
                 task = progress.add_task("lines", total=total)
                 return await ingest_lines(
-                    read_lines(file), producer, target, validate=validate,
-                    on_batch=lambda n: progress.advance(task, n),
+                    file, producer, target, validate=validate, strict=strict,
+                    start_line=start_line, on_batch=lambda n: progress.advance(task, n),
                 )
         finally:
             await producer.stop()
 
-    report = asyncio.run(go())
+    interrupted: str | None = None
+    try:
+        report = asyncio.run(go())
+    except IngestInterrupted as exc:
+        report, interrupted = exc.report, str(exc)
     for line_no, reason in report.errors[:20]:
         console.print(f"[yellow]line {line_no}:[/yellow] {reason}")
     if report.rejected > 20:
         console.print(f"... and {report.rejected - 20} more bad lines")
+    if strict and report.rejected:
+        console.print(
+            f"[red]appended nothing to {target!r}:[/red] {report.rejected} bad lines (--strict)"
+        )
+        raise typer.Exit(1)
     console.print(
         f"ingested [bold]{report.accepted}[/bold] posts into {target!r}, "
         f"rejected {report.rejected} bad lines"
     )
+    if interrupted:
+        console.print(f"[red]interrupted:[/red] {interrupted}")
+        raise typer.Exit(1)
 
 
 @app.command("annotations")

@@ -18,6 +18,10 @@ DEFAULT_CONSUMER_GROUP = "grebe"
 # Dispatcher defaults.
 DEFAULT_MAX_IN_FLIGHT = 2048
 DEFAULT_MAX_ATTEMPTS = 3
+# Decode limits (grebe.codec): a message past them is dead-lettered at decode, never fatal.
+MAX_MESSAGE_BYTES = 1 << 20  # one post with its context; media travel as URLs
+MAX_FREE_FORM_DEPTH = 32  # nesting of a producer's free-form `context.extra`
+MAX_FREE_FORM_ITEMS = 10_000  # values in it
 DEFAULT_BACKOFF_BASE_S = 0.2
 DEFAULT_BACKOFF_MAX_S = 30.0
 DEFAULT_POLL_BATCH = 512
