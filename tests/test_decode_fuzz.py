@@ -22,6 +22,7 @@ from grebe import codec
 from grebe.brokers.memory import MemorySource
 from grebe.core.dispatcher import Dispatcher
 from grebe.errors import DecodeError
+from grebe.ingest import check
 from grebe.types import TaskPayload, UserContext
 
 # JSON values with the edges that broke grebe before: integers past 64 bits, deep
@@ -143,3 +144,13 @@ def test_the_dispatcher_survives_any_stream(hostile: list[bytes]):
         assert source.committed == {0: len(messages)}
 
     asyncio.run(scenario())
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_hostile_envelopes(), max_size=8), st.booleans())
+def test_ingest_check_reports_every_bad_line_and_never_raises(lines: list[bytes], validate):
+    numbered = list(enumerate(lines, start=1))
+    report = check(numbered, validate=validate)
+    assert report.rejected == len(report.errors) <= len(lines)
+    for line_no, reason in report.errors:
+        assert 1 <= line_no <= len(lines) and reason
