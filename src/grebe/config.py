@@ -16,6 +16,8 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from grebe import constants as C
 from grebe.errors import ConfigError
+from grebe.security.keys import AuthConfig
+from grebe.security.settings import HttpGuardSettings
 
 
 class Section(BaseModel):
@@ -121,6 +123,9 @@ class ApiConfig(Section):
     max_body_bytes: int = Field(default=C.DEFAULT_API_MAX_BODY_BYTES, ge=1024)
     analyze_concurrency: int = Field(default=C.DEFAULT_API_ANALYZE_CONCURRENCY, ge=1)
     status_refresh_s: int = Field(default=C.DEFAULT_API_STATUS_REFRESH_S, ge=1)
+    max_json_depth: int = Field(default=C.DEFAULT_API_MAX_JSON_DEPTH, ge=2)  # else 400
+    analyze_rate: str = C.DEFAULT_API_ANALYZE_RATE  # per key; `limits` syntax, e.g. 10/second
+    http: HttpGuardSettings = HttpGuardSettings()  # Host/Origin allowlists, timeouts
 
 
 class GrebeConfig(BaseSettings):
@@ -148,6 +153,7 @@ class GrebeConfig(BaseSettings):
     rate_limits: RateLimitConfig = RateLimitConfig()
     metrics: MetricsConfig = MetricsConfig()
     api: ApiConfig = ApiConfig()
+    auth: AuthConfig = AuthConfig()  # API keys for serve, feed-serve, thunder
     plans: dict[str, Any] = Field(default_factory=dict)
     inference: dict[str, Any] = Field(default_factory=dict)
     media: dict[str, Any] = Field(default_factory=dict)
