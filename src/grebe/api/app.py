@@ -42,7 +42,7 @@ from grebe.api.status import snapshot
 from grebe.codec import decode_envelope, encode
 from grebe.errors import BrokerError, DecodeError, StoreError
 from grebe.security.authn import Authenticate, principal_of
-from grebe.security.guard import SameSiteGuard, allowed_host_names
+from grebe.security.guard import HeadSizeLimit, SameSiteGuard, allowed_host_names
 from grebe.security.keys import KeyStore
 from grebe.security.ratelimit import CallerRateLimiter
 from grebe.security.settings import HttpGuardSettings
@@ -78,7 +78,8 @@ def guard_middleware(keys: KeyStore, scope: Any, bound_host: str,
                      http: HttpGuardSettings, public_paths: tuple[str, ...]) -> list[Middleware]:
     """Host/Origin checks outermost (even a 401 is not answered to a rebinding page),
     then CORS when origins are allowed, then authentication."""
-    stack = [Middleware(SameSiteGuard, allowed_hosts=allowed_host_names(
+    stack = [Middleware(HeadSizeLimit, max_bytes=http.max_header_bytes),
+             Middleware(SameSiteGuard, allowed_hosts=allowed_host_names(
         bound_host, http.allowed_hosts), allowed_origins=http.allowed_origins)]
     if http.allowed_origins:
         stack.append(Middleware(CORSMiddleware, allow_origins=http.allowed_origins,

@@ -75,3 +75,25 @@ class SameSiteGuard:
         elif headers.get("sec-fetch-site") == "cross-site":
             return "cross-site browser requests are refused (allowed_origins)"
         return None
+
+
+class HeadSizeLimit:
+    """431 for a request whose line and headers exceed `max_bytes`. uvicorn's h11 limit
+    (`h11_max_incomplete_event_size`) only bites while a head is still arriving; a large
+    head that arrives in one packet is parsed whole, so it is measured here too."""
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            size = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+            size += sum(len(name) + len(value) + 4 for name, value in scope["headers"])
+            if size > self.max_bytes:
+                response = JSONResponse(
+                    {"error": f"request head over {self.max_bytes} bytes (max_header_bytes)"},
+                    status_code=431, headers={"connection": "close"})
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
