@@ -26,8 +26,6 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.middleware import Middleware
-from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
@@ -41,11 +39,10 @@ from grebe.api.service import ApiService
 from grebe.api.status import snapshot
 from grebe.codec import decode_envelope, encode
 from grebe.errors import BrokerError, DecodeError, StoreError
-from grebe.security.authn import Authenticate, principal_of
-from grebe.security.guard import HeadSizeLimit, SameSiteGuard, allowed_host_names
+from grebe.security.authn import principal_of
 from grebe.security.keys import KeyStore
+from grebe.security.middleware import guard_stack
 from grebe.security.ratelimit import CallerRateLimiter
-from grebe.security.settings import HttpGuardSettings
 
 log = logging.getLogger(__name__)
 #: Liveness and readiness stay open with keys set: orchestrators probe them without
@@ -72,21 +69,6 @@ def body_error(exc: BodyError) -> JSON:
     # After a timed-out body the connection's state is unknown: do not reuse it.
     headers = {"connection": "close"} if exc.status == 408 else None
     return error(exc.status, str(exc), headers=headers)
-
-
-def guard_middleware(keys: KeyStore, scope: Any, bound_host: str,
-                     http: HttpGuardSettings, public_paths: tuple[str, ...]) -> list[Middleware]:
-    """Host/Origin checks outermost (even a 401 is not answered to a rebinding page),
-    then CORS when origins are allowed, then authentication."""
-    stack = [Middleware(HeadSizeLimit, max_bytes=http.max_header_bytes),
-             Middleware(SameSiteGuard, allowed_hosts=allowed_host_names(
-        bound_host, http.allowed_hosts), allowed_origins=http.allowed_origins)]
-    if http.allowed_origins:
-        stack.append(Middleware(CORSMiddleware, allow_origins=http.allowed_origins,
-                                allow_methods=["GET", "POST"],
-                                allow_headers=["authorization", "content-type"]))
-    stack.append(Middleware(Authenticate, keys=keys, scope=scope, public_paths=public_paths))
-    return stack
 
 
 async def internal_error(request: Request, exc: Exception) -> Response:
@@ -194,7 +176,7 @@ def build_app(service: ApiService) -> Starlette:
             return error(503, reason, status="unready")
         return JSON({"status": "ready"})
 
-    return Starlette(middleware=guard_middleware(
+    return Starlette(middleware=guard_stack(
         KeyStore.from_config(service.config.auth), "api", limits.host, limits.http,
         PUBLIC_PATHS), exception_handlers={Exception: internal_error}, routes=[
         Route("/v1/posts", submit_posts, methods=["POST"]),

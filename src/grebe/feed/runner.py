@@ -54,11 +54,15 @@ async def serve_http(config: GrebeConfig, viewers_file: Path | None = None) -> N
     import uvicorn
 
     from grebe.feed.http import build_feed_app
+    from grebe.security.keys import KeyStore
+    from grebe.security.server import require_keys_beyond_loopback, uvicorn_config
 
     settings = feed_settings(config.feed)
+    keys = KeyStore.from_config(config.auth)
+    require_keys_beyond_loopback(settings.http_host, keys, "feed.http_host")
     async with feed_from_config(config, viewers_file) as feed:
-        server = uvicorn.Server(uvicorn.Config(
-            build_feed_app(feed), host=settings.http_host, port=settings.http_port,
-            log_level="info",
+        server = uvicorn.Server(uvicorn_config(
+            build_feed_app(feed, keys), settings.http, host=settings.http_host,
+            port=settings.http_port, log_level="info",
         ))
         await server.serve()

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from grebe import constants as C
 from grebe.config import validation_problems
 from grebe.errors import ConfigError
+from grebe.security.settings import HttpGuardSettings
 
 
 class ScoreWeights(BaseModel):
@@ -52,6 +53,8 @@ class FeedSettings(BaseModel):
     thunder_budget_ms: float = Field(default=50.0, gt=0)
     http_host: str = "127.0.0.1"
     http_port: int = Field(default=C.DEFAULT_FEED_PORT, ge=0, le=65535)
+    #: Host/Origin allowlists and connection timeouts of feed-serve (docs/security.md).
+    http: HttpGuardSettings = HttpGuardSettings()
 
     def blocked_labels(self, level: str | None) -> frozenset[str]:
         level = level or self.default_safety_level
