@@ -66,6 +66,9 @@ def _core_logging(verbose: bool = False, level: int | None = None) -> None:
         format="%(name)s: %(message)s",
         handlers=[RichHandler(console=Console(stderr=True), show_path=False)],
     )
+    from grebe.security.scrub import install_log_scrubbing
+
+    install_log_scrubbing()  # no URL credentials or upstream tokens in the log
 
 
 @app.command()

@@ -9,6 +9,7 @@ API keys, and any exact secret values the caller knows (the configured key itsel
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -21,8 +22,8 @@ SENSITIVE_NAME = re.compile(
     r"(?:api[-_]?key|key|token|secret|password|passwd|pwd|sig|signature|auth|"
     r"authorization|credential|access[-_]?key|session)", re.IGNORECASE)
 _NAME_VALUE = re.compile(
-    r"""(?P<name>[\w.-]*(?:api[-_]?key|key|token|secret|password|passwd|pwd|sig|signature|
-          auth|authorization|credential|session)[\w.-]*)
+    r"""(?P<name>\b(?:[\w.-]*[-_.])?(?:api[-_]?key|key|token|secret|password|passwd|pwd|sig|
+          signature|auth|authorization|credentials?|session|access[-_]?key)s?)\b
         (?P<sep>["']?\s*[=:]\s*["']?)
         (?P<value>(?:bearer\s+|basic\s+)?[^\s"'&,;}]+)""",
     re.IGNORECASE | re.VERBOSE)
@@ -61,3 +62,33 @@ def scrub_text(text: str, secrets: Iterable[str | None] = ()) -> str:
             m["value"] if m["value"] == REDACTED or m["value"].endswith(REDACTED)
             else REDACTED),
         text)
+
+
+class ScrubFilter(logging.Filter):
+    """Rewrites each record's message through `scrub_text`: httpx logs every request's
+    full URL (userinfo and query included) at INFO, and exception messages may carry
+    upstream text."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        scrubbed = scrub_text(message)
+        if scrubbed != message:
+            record.msg, record.args = scrubbed, None
+        return True
+
+
+_FILTER = ScrubFilter()
+#: Loggers that log upstream URLs themselves; filtered at the source, whatever handler.
+URL_LOGGERS = ("httpx", "httpcore")
+
+
+def install_log_scrubbing() -> None:
+    """Scrub the URL-logging libraries' records and everything the root handlers emit
+    (idempotent: call it after logging is configured)."""
+    for name in URL_LOGGERS:
+        logger = logging.getLogger(name)
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
+    for handler in logging.getLogger().handlers:
+        if _FILTER not in handler.filters:
+            handler.addFilter(_FILTER)
