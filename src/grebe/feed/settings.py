@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -51,6 +52,10 @@ class FeedSettings(BaseModel):
     #: Where thunder runs: None = in this process; "host:port" = its gRPC service.
     thunder_target: str | None = None
     thunder_budget_ms: float = Field(default=50.0, gt=0)
+    #: The environment variable holding the key sent to thunder (when it requires keys).
+    thunder_key_env: str | None = None
+    #: The CA that signed thunder's certificate: set it when thunder serves TLS.
+    thunder_tls_ca_file: Path | None = None
     http_host: str = "127.0.0.1"
     http_port: int = Field(default=C.DEFAULT_FEED_PORT, ge=0, le=65535)
     #: Host/Origin allowlists and connection timeouts of feed-serve (docs/security.md).

@@ -4,7 +4,9 @@ connection may take to say what it wants."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grebe import constants as C
 
@@ -28,3 +30,26 @@ class HttpGuardSettings(BaseModel):
     max_connections: int = Field(default=C.DEFAULT_HTTP_MAX_CONNECTIONS, ge=1)
     #: A request head (line and headers) over this many bytes gets 400.
     max_header_bytes: int = Field(default=C.DEFAULT_HTTP_MAX_HEADER_BYTES, ge=1024)
+
+
+class TlsSettings(BaseModel):
+    """TLS for a gRPC server: PEM files. Both cert and key turn it on; a client CA also
+    requires every client to present a certificate it signed (mutual TLS)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    client_ca_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> TlsSettings:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("tls needs both cert_file and key_file")
+        if self.client_ca_file is not None and self.cert_file is None:
+            raise ValueError("tls.client_ca_file needs cert_file and key_file")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.cert_file is not None
