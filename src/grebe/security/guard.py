@@ -33,9 +33,9 @@ def host_name(host_header: str) -> str:
 
 def allowed_host_names(bound_host: str, extra: Iterable[str]) -> frozenset[str]:
     """localhost, 127.0.0.1, ::1, the bound host (unless a wildcard address) and `extra`."""
-    names = {*C.LOOPBACK_HOSTS, *(host_name(h) if h != WILDCARD else h for h in extra)}
+    names = {*C.LOOPBACK_HOSTS, *(host_name(h) for h in extra)}
     if bound_host not in ("", "0.0.0.0", "::"):
-        names.add(host_name(bound_host) if not bound_host.count(":") > 1 else bound_host)
+        names.add(host_name(bound_host))
     return frozenset(names)
 
 
