@@ -14,6 +14,8 @@ from grebe import constants as C
 from grebe.api.app import build_app
 from grebe.api.server import serve
 from grebe.brokers.factory import local_log
+from grebe.config import load_config
+from grebe.errors import ConfigError
 from grebe.security.keys import new_key
 
 POST = {"post": {"id": "p1", "author_id": "a", "text": "hello"}}
@@ -200,3 +202,8 @@ async def test_no_body_makes_the_api_answer_500(api, body: bytes) -> None:
     _, client = api
     response = await client.post("/v1/posts", content=body)
     assert response.status_code in {202, 400, 422}, response.text
+
+
+def test_a_bad_analyze_rate_fails_at_config_load(tmp_path) -> None:
+    with pytest.raises(ConfigError, match=r"api\.analyze_rate"):
+        load_config(data_dir=tmp_path, api={"analyze_rate": "lots"})

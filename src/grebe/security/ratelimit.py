@@ -12,6 +12,12 @@ from limits.strategies import MovingWindowRateLimiter
 from grebe.errors import ConfigError
 
 
+def valid_rate(rate: str) -> str:
+    """`rate` when `limits` can parse it (a config validator: bad rates fail at load)."""
+    parse(rate)
+    return rate
+
+
 class CallerRateLimiter:
     def __init__(self, rate: str) -> None:
         try:
