@@ -66,6 +66,9 @@ def _core_logging(verbose: bool = False, level: int | None = None) -> None:
         format="%(name)s: %(message)s",
         handlers=[RichHandler(console=Console(stderr=True), show_path=False)],
     )
+    from grebe.security.scrub import install_log_scrubbing
+
+    install_log_scrubbing()  # no URL credentials or upstream tokens in the log
 
 
 @app.command()
@@ -535,6 +538,41 @@ def api_serve(
         settings.api = settings.api.model_copy(update=chosen)
     _core_logging(verbose)
     raise typer.Exit(run_api(settings))
+
+
+# --- security commands ---
+
+api_key_app = typer.Typer(no_args_is_help=True, help="API keys for serve, feed-serve, thunder.")
+app.add_typer(api_key_app, name="api-key")
+
+
+@api_key_app.command("new")
+def api_key_new(
+    key_id: Annotated[str, typer.Argument(help="A name for the key: a-z, 0-9, '-'.")],
+    scope: Annotated[
+        list[str] | None,
+        typer.Option("--scope", help="api, feed, thunder, debug (repeatable; default: "
+                     "api, feed, thunder)."),
+    ] = None,
+) -> None:
+    """Make a key: print it once (give it to the caller) and the `auth.keys` entry that
+    accepts it (only its sha256 goes into the config)."""
+    import yaml
+    from pydantic import ValidationError
+
+    from grebe.config import validation_problems
+    from grebe.security.keys import DEFAULT_SCOPES, new_key
+
+    try:
+        key, entry = new_key(key_id, scope or DEFAULT_SCOPES)  # type: ignore[arg-type]
+    except ValidationError as exc:  # not rich: its markup would eat the [a-z] patterns
+        typer.echo(f"api-key: {validation_problems(exc)}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(f"key (shown once): {key}")
+    typer.echo("add to the config:")
+    entry_yaml = yaml.safe_dump({"auth": {"keys": [entry.model_dump(mode="json")]}},
+                                sort_keys=False)
+    typer.echo(entry_yaml.rstrip())
 
 
 def main() -> None:

@@ -8,14 +8,24 @@ one laptop with no servers (local broker, sqlite store, local models).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from grebe import constants as C
 from grebe.errors import ConfigError
+from grebe.security.keys import AuthConfig
+from grebe.security.ratelimit import valid_rate
+from grebe.security.settings import HttpGuardSettings
 
 
 class Section(BaseModel):
@@ -121,6 +131,10 @@ class ApiConfig(Section):
     max_body_bytes: int = Field(default=C.DEFAULT_API_MAX_BODY_BYTES, ge=1024)
     analyze_concurrency: int = Field(default=C.DEFAULT_API_ANALYZE_CONCURRENCY, ge=1)
     status_refresh_s: int = Field(default=C.DEFAULT_API_STATUS_REFRESH_S, ge=1)
+    max_json_depth: int = Field(default=C.DEFAULT_API_MAX_JSON_DEPTH, ge=2)  # else 400
+    # Per key; `limits` syntax, e.g. 10/second.
+    analyze_rate: Annotated[str, AfterValidator(valid_rate)] = C.DEFAULT_API_ANALYZE_RATE
+    http: HttpGuardSettings = HttpGuardSettings()  # Host/Origin allowlists, timeouts
 
 
 class GrebeConfig(BaseSettings):
@@ -148,6 +162,7 @@ class GrebeConfig(BaseSettings):
     rate_limits: RateLimitConfig = RateLimitConfig()
     metrics: MetricsConfig = MetricsConfig()
     api: ApiConfig = ApiConfig()
+    auth: AuthConfig = AuthConfig()  # API keys for serve, feed-serve, thunder
     plans: dict[str, Any] = Field(default_factory=dict)
     inference: dict[str, Any] = Field(default_factory=dict)
     media: dict[str, Any] = Field(default_factory=dict)

@@ -91,4 +91,15 @@ DEFAULT_FEED_PORT = 8090
 
 # Environment variable prefix for config overrides: GREBE_DISPATCHER__MAX_IN_FLIGHT=...
 ENV_PREFIX = "GREBE_"
+
+# --- security (grebe.security; docs/security.md) ---
+API_KEY_PREFIX = "grb_"  # every grebe API key starts so; scrubbers and scanners can spot it
+DEFAULT_HTTP_HEADER_TIMEOUT_S = 10.0  # a connection must send a whole request head in this
+DEFAULT_HTTP_BODY_TIMEOUT_S = 30.0  # and its body in this
+DEFAULT_HTTP_KEEP_ALIVE_S = 5  # an idle keep-alive connection is closed after this
+DEFAULT_HTTP_MAX_CONNECTIONS = 256  # past this, requests get 503 at once
+DEFAULT_HTTP_MAX_HEADER_BYTES = 16 * 1024  # a request head larger than this gets 400
+DEFAULT_API_MAX_JSON_DEPTH = 64  # request bodies nested deeper get 400
+DEFAULT_API_ANALYZE_RATE = "60/minute"  # POST /v1/analyze per key (or per client address)
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 CONFIG_ENV_VAR = "GREBE_CONFIG"

@@ -11,11 +11,14 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
+from grebe.config import load_config
 from grebe.errors import ConfigError
 from grebe.feed.home import HomeFeed, build_home_pipeline
 from grebe.feed.http import build_feed_app
+from grebe.feed.runner import serve_http
 from grebe.feed.viewers import MemoryViewerDirectory, Viewer
 from grebe.inference.fakes import HashEmbedder
+from grebe.security.keys import KeyStore, new_key
 from grebe.stores.sqlite import SqliteStore
 from grebe.thunder.client import GrpcThunderClient
 from grebe.thunder.events import PostCreate
@@ -136,7 +139,7 @@ async def test_deleted_posts_disappear(world: World) -> None:
 
 
 async def test_http_endpoint(world: World) -> None:
-    with TestClient(build_feed_app(world.feed)) as client:
+    with TestClient(build_feed_app(world.feed), base_url="http://127.0.0.1") as client:
         body = client.get("/home/alice", params={"debug": "1", "max_results": "3"}).json()
         assert len(body["posts"]) == 3
         assert body["filtered"]["safety"] == 1
@@ -166,3 +169,28 @@ async def test_in_network_over_grpc_matches_in_process(world: World) -> None:
     assert ids(remote.selected) == ids(local.selected)
     assert remote.errors == {}
 
+
+async def test_http_needs_a_feed_key_and_debug_needs_the_debug_scope(world: World) -> None:
+    reader, reader_entry = new_key("reader", ("feed",))
+    admin, admin_entry = new_key("admin", ("feed", "debug"))
+    app = build_feed_app(world.feed, KeyStore([reader_entry, admin_entry]))
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        missing = client.get("/home/alice")
+        assert missing.status_code == 401 and "Bearer" in missing.headers["www-authenticate"]
+        as_reader = {"authorization": f"Bearer {reader}"}
+        plain = client.get("/home/alice", headers=as_reader)
+        assert plain.status_code == 200 and "labels" not in plain.json()["posts"][0]
+        debug = client.get("/home/alice", params={"debug": "1"}, headers=as_reader)
+        assert debug.status_code == 403 and "debug" in debug.json()["error"]
+        as_admin = {"authorization": f"Bearer {admin}"}
+        debug = client.get("/home/alice", params={"debug": "1"}, headers=as_admin)
+        assert debug.status_code == 200 and "labels" in debug.json()["posts"][0]
+        assert client.get("/healthz").status_code == 200
+        rebound = client.get("/home/alice", headers={**as_admin, "host": "rebind.evil.example"})
+        assert rebound.status_code == 421
+
+
+async def test_feed_serve_refuses_other_machines_without_keys(tmp_path: Path) -> None:
+    config = load_config(data_dir=tmp_path, feed={"http_host": "0.0.0.0"})
+    with pytest.raises(ConfigError, match=r"feed\.http_host"):
+        await serve_http(config)

@@ -180,6 +180,9 @@ class _EngineServer:
             level=logging.INFO,
             format=f"%(asctime)s engine-{first.index} %(levelname)s %(name)s: %(message)s",
         )
+        from grebe.security.scrub import install_log_scrubbing
+
+        install_log_scrubbing()
         sys.path[:] = first.sys_path
         from grebe.config import GrebeConfig
         from grebe.core.bundle import build_bundle

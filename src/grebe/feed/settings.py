@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -9,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from grebe import constants as C
 from grebe.config import validation_problems
 from grebe.errors import ConfigError
+from grebe.security.settings import HttpGuardSettings
 
 
 class ScoreWeights(BaseModel):
@@ -50,8 +52,14 @@ class FeedSettings(BaseModel):
     #: Where thunder runs: None = in this process; "host:port" = its gRPC service.
     thunder_target: str | None = None
     thunder_budget_ms: float = Field(default=50.0, gt=0)
+    #: The environment variable holding the key sent to thunder (when it requires keys).
+    thunder_key_env: str | None = None
+    #: The CA that signed thunder's certificate: set it when thunder serves TLS.
+    thunder_tls_ca_file: Path | None = None
     http_host: str = "127.0.0.1"
     http_port: int = Field(default=C.DEFAULT_FEED_PORT, ge=0, le=65535)
+    #: Host/Origin allowlists and connection timeouts of feed-serve (docs/security.md).
+    http: HttpGuardSettings = HttpGuardSettings()
 
     def blocked_labels(self, level: str | None) -> frozenset[str]:
         level = level or self.default_safety_level

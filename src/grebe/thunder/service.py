@@ -18,6 +18,13 @@ import time
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from grebe.errors import ConfigError
+from grebe.security.grpc_guard import (
+    BearerAuthInterceptor,
+    DecodeGuardInterceptor,
+    server_credentials,
+)
+from grebe.security.keys import KeyStore
 from grebe.thunder.metrics import ThunderMetrics
 from grebe.thunder.proto import thunder_pb2, thunder_pb2_grpc
 from grebe.thunder.settings import ThunderSettings
@@ -147,11 +154,14 @@ class InNetworkPostsService(thunder_pb2_grpc.InNetworkPostsServicer):
 class ThunderServer:
     """A grpc.aio server with the InNetworkPosts and Health services.
 
-    `ready` (from ingest) switches health to SERVING; without one it serves at once."""
+    `ready` (from ingest) switches health to SERVING; without one it serves at once.
+    With `keys`, every call but health needs a bearer key with the thunder scope; with
+    `settings.tls`, the port speaks TLS (grebe.security.grpc_guard, docs/security.md)."""
 
     def __init__(
         self, store: ThunderStore, settings: ThunderSettings | None = None,
         metrics: ThunderMetrics | None = None, ready: asyncio.Event | None = None,
+        keys: KeyStore | None = None,
     ) -> None:
         self.settings = settings or store.settings
         self.metrics = metrics or ThunderMetrics()
@@ -159,6 +169,7 @@ class ThunderServer:
         self.service = InNetworkPostsService(store, self.settings, self.metrics)
         self.health = health.aio.HealthServicer()
         self._ready = ready
+        self.keys = keys or KeyStore()
         self._server: grpc.aio.Server | None = None
         self._watch: asyncio.Task[None] | None = None
         self.port = 0
@@ -166,10 +177,17 @@ class ThunderServer:
     async def start(self) -> int:
         """Bind and start; returns the port (useful with port 0)."""
         s = self.settings
-        server = grpc.aio.server(compression=COMPRESSION[s.compression])
+        try:
+            credentials = server_credentials(s.tls)
+        except OSError as exc:
+            raise ConfigError(f"thunder.tls: cannot read {exc.filename}: {exc.strerror}") from exc
+        server = grpc.aio.server(compression=COMPRESSION[s.compression], interceptors=[
+            BearerAuthInterceptor(self.keys, "thunder"), DecodeGuardInterceptor()])
         thunder_pb2_grpc.add_InNetworkPostsServicer_to_server(self.service, server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        self.port = server.add_insecure_port(f"{s.host}:{s.port}")
+        address = f"{s.host}:{s.port}"
+        self.port = (server.add_secure_port(address, credentials) if credentials
+                     else server.add_insecure_port(address))
         if not self.port:
             raise OSError(f"thunder: cannot bind {s.host}:{s.port}")
         await server.start()

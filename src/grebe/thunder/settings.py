@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from grebe import constants as C
 from grebe.config import validation_problems
 from grebe.errors import ConfigError
+from grebe.security.settings import TlsSettings
 
 TWO_DAYS_S = 2 * 24 * 3600.0
 
@@ -57,6 +58,8 @@ class ThunderSettings(BaseModel):
     max_concurrent_requests: int = Field(default=64, ge=1)
     compression: Literal["gzip", "deflate", "none"] = "gzip"
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    #: Server certificate and key (and a client CA for mutual TLS); off by default.
+    tls: TlsSettings = TlsSettings()
 
 
 def thunder_settings(raw: dict[str, Any] | ThunderSettings | None) -> ThunderSettings:
