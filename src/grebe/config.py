@@ -121,6 +121,16 @@ class MetricsConfig(Section):
     port: int = Field(default=C.DEFAULT_METRICS_PORT, ge=0, le=65535)  # 0: pick a free port
 
 
+class TracingConfig(Section):
+    """OpenTelemetry traces: a span per post and per plan task, sent over OTLP/HTTP to
+    `endpoint` (an OpenTelemetry Collector, Jaeger, Tempo...). Off by default: one switch."""
+
+    enabled: bool = False
+    endpoint: str = C.DEFAULT_OTLP_ENDPOINT
+    service_name: str = "grebe"
+    sample_ratio: float = Field(default=1.0, ge=0.0, le=1.0)  # share of posts traced
+
+
 class ApiConfig(Section):
     """`grebe serve`: the HTTP API and status page, beside the pipeline in one process."""
 
@@ -161,6 +171,7 @@ class GrebeConfig(BaseSettings):
     output: OutputConfig = OutputConfig()
     rate_limits: RateLimitConfig = RateLimitConfig()
     metrics: MetricsConfig = MetricsConfig()
+    tracing: TracingConfig = TracingConfig()
     api: ApiConfig = ApiConfig()
     auth: AuthConfig = AuthConfig()  # API keys for serve, feed-serve, thunder
     plans: dict[str, Any] = Field(default_factory=dict)

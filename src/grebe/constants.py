@@ -18,6 +18,7 @@ DEFAULT_CONSUMER_GROUP = "grebe"
 # Dispatcher defaults.
 DEFAULT_MAX_IN_FLIGHT = 2048
 DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_OTLP_ENDPOINT = "http://127.0.0.1:4318/v1/traces"  # OTLP over HTTP, a local collector
 # Decode limits (grebe.codec): a message past them is dead-lettered at decode, never fatal.
 MAX_MESSAGE_BYTES = 1 << 20  # one post with its context; media travel as URLs
 MAX_FREE_FORM_DEPTH = 32  # nesting of a producer's free-form `context.extra`

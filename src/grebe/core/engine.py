@@ -186,14 +186,13 @@ class _EngineServer:
         sys.path[:] = first.sys_path
         from grebe.config import GrebeConfig
         from grebe.core.bundle import build_bundle
-        from grebe.core.planmaster import PlanMaster
 
         try:
             config = GrebeConfig.model_validate_json(first.config_json)
             self._concurrency = config.engine.concurrency
             bundle = build_bundle(config)
             await bundle.start()
-            self._master = PlanMaster(bundle.plans, services=bundle.services)
+            self._master = bundle.master()
         except Exception as exc:
             log.exception("engine failed to start")
             self._writer.write(_frame(StartFailed(error=f"{type(exc).__name__}: {exc}")))

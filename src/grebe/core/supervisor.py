@@ -119,11 +119,9 @@ class Runtime:
         if config.engine.processes >= 1:
             executor: Executor = ProcessExecutor(config)
         else:
-            from grebe.core.planmaster import PlanMaster
-
             self._bundle = build_bundle(config)
             await self._bundle.start()
-            master = PlanMaster(self._bundle.plans, services=self._bundle.services)
+            master = self._bundle.master()
             executor = InlineExecutor(master, config.engine.concurrency)
         await executor.start()
         return executor
