@@ -82,6 +82,9 @@ class RabbitMQConfig(Section):
 
 class RedisConfig(Section):
     url: str = "redis://127.0.0.1:6379/0"
+    # The deployment's key namespace: every key grebe writes (QPS budgets, cache, store)
+    # starts with `<namespace>:`, so two deployments on one Redis share nothing.
+    namespace: str = Field(default=C.DEFAULT_REDIS_NAMESPACE, pattern=r"^[A-Za-z0-9_.-]+$")
 
 
 class StoreConfig(Section):
@@ -89,7 +92,8 @@ class StoreConfig(Section):
     sqlite_path: Path | None = None  # default: <data_dir>/annotations.db
     postgres_dsn: str = "postgresql://grebe:grebe@127.0.0.1:5432/grebe"
     postgres_table: str = Field(default=C.DEFAULT_POSTGRES_TABLE, pattern=r"^[a-z_][a-z0-9_]*$")
-    redis_prefix: str = C.DEFAULT_REDIS_PREFIX  # the Redis store's keys: <prefix>:ann:<post id>
+    # The Redis store's keys: <prefix>:ann:<post id>; default: redis.namespace.
+    redis_prefix: str | None = None
 
 
 class OutputConfig(Section):

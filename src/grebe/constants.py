@@ -70,6 +70,10 @@ DEFAULT_KAFKA_COMMIT_INTERVAL_S = 0.2
 KAFKA_KEEPALIVE_FRACTION = 0.25  # keep group membership alive at this share of max_poll_interval
 DEFAULT_POSTGRES_TABLE = "annotations"
 DEFAULT_REDIS_PREFIX = "grebe"
+# Every Redis key grebe writes starts with `<redis.namespace>:`, so deployments sharing one
+# Redis never share a QPS budget, a cache entry or an annotation.
+DEFAULT_REDIS_NAMESPACE = "grebe"
+REDIS_LIMITS_SUFFIX = "limits"  # QPS budgets: <namespace>:limits:... (the limits library)
 DEFAULT_CACHE_TTL_S = 600.0
 RABBIT_ATTEMPT_HEADER = "x-grebe-attempt"  # deliveries so far, on retried messages
 RABBIT_RETRY_SUFFIX = ".retry"  # <queue>.retry.<attempt>: the delay queue of one attempt
