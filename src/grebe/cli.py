@@ -187,6 +187,20 @@ def annotations_command(
     console.print(table)
 
 
+def _core_broker_call(coro):  # (Coroutine[T]) -> T
+    """Run a broker command; a broker or config error is one red line and exit 1, not a
+    traceback."""
+    import asyncio
+
+    from grebe.errors import GrebeError
+
+    try:
+        return asyncio.run(coro)
+    except GrebeError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from exc
+
+
 def _core_time(epoch: float) -> str:
     import datetime
 
@@ -199,14 +213,12 @@ def dlq_list(
     config: ConfigOption = None,
 ) -> None:
     """List dead letters: reason, attempts, last error, source and offset."""
-    import asyncio
-
     from rich import box
     from rich.table import Table
 
     from grebe.dlq import list_dead_letters
 
-    entries = asyncio.run(list_dead_letters(_core_config(config), limit))
+    entries = _core_broker_call(list_dead_letters(_core_config(config), limit))
     if not entries:
         console.print("no dead letters")
         return
@@ -216,7 +228,7 @@ def dlq_list(
     table.add_column("last error", overflow="fold")
     for entry in entries:
         d = entry.record
-        number = f"{entry.offset}{'*' if entry.replayed else ''}"
+        number = f"{entry.broker}:{entry.partition}:{entry.offset}{'*' if entry.replayed else ''}"
         if d is None:
             table.add_row(number, "?", "unreadable", "", "", entry.error or "")
             continue
@@ -228,13 +240,17 @@ def dlq_list(
 
 
 @dlq_app.command("replay")
-def dlq_replay(config: ConfigOption = None) -> None:
-    """Send dead letters not replayed yet back to their streams (each one once)."""
-    import asyncio
-
+def dlq_replay(
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="Replay at most N per broker (default: all).")
+    ] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Send dead letters not replayed yet back to their streams (each one once, even
+    with another replay running)."""
     from grebe.dlq import replay
 
-    report = asyncio.run(replay(_core_config(config)))
+    report = _core_broker_call(replay(_core_config(config), limit))
     for reason in report.reasons[:20]:
         console.print(f"[yellow]skipped[/yellow] {reason}")
     console.print(f"replayed {report.replayed} dead letters, skipped {report.skipped}")

@@ -10,6 +10,7 @@ from grebe.core.source import Producer, Source
 from grebe.errors import ConfigError
 
 if TYPE_CHECKING:
+    from grebe.brokers.dead_letters import DeadLetterAccess
     from grebe.brokers.local import LocalLog
 
 
@@ -72,3 +73,22 @@ def build_producer(config: GrebeConfig) -> Producer | None:
         f"output.broker {broker!r} is not available in this build (supported: local, kafka, "
         "none)"
     )
+
+
+def build_dead_letters(broker: str, config: GrebeConfig) -> DeadLetterAccess:
+    """Access to the dead letters that `broker`'s sources wrote (`grebe dlq`)."""
+    topic = config.dispatcher.dead_letter_topic
+    if broker == "local":
+        from grebe.brokers.local_dlq import LocalDeadLetters
+
+        return LocalDeadLetters(local_log(config), topic)
+    if broker == "kafka":
+        from grebe.brokers.kafka_dlq import KafkaDeadLetters
+
+        return KafkaDeadLetters(config.kafka, topic)
+    if broker == "rabbitmq":
+        from grebe.brokers.rabbitmq_dlq import RabbitDeadLetters
+
+        return RabbitDeadLetters(config.rabbitmq, topic)
+    raise ConfigError(f"broker {broker!r} has no dead letters in this build "
+                      "(supported: local, kafka, rabbitmq)")

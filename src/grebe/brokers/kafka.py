@@ -148,6 +148,22 @@ async def create_topic(
         await admin.close()
 
 
+async def topic_partitions(bootstrap_servers: str, names: Sequence[str]) -> dict[str, int]:
+    """{topic: partition count} of those of `names` that exist (no topic is created)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    try:
+        await admin.start()
+        described = await admin.describe_topics(list(names))
+    except KafkaError as exc:
+        raise BrokerError(f"Kafka admin at {bootstrap_servers}: {exc}") from exc
+    finally:
+        await admin.close()
+    return {
+        t["topic"]: len(t["partitions"]) for t in described
+        if not t.get("error_code") and t.get("partitions")
+    }
+
+
 async def delete_topic(bootstrap_servers: str, name: str) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers)
     try:
