@@ -1,12 +1,13 @@
 """Dead letters on Kafka: the dead-letter topic, replayed by one consumer group.
 
-Replay is exclusive through the group `DLQ_REPLAY_GROUP.<dead-letter topic>`: Kafka gives each partition of
-the dead-letter topic to one member at a time. A member sends a record to its stream's
-topic (idempotent producer, acks=all) and only then advances its position, holding a
-lock across both; on revocation it takes the same lock, so the record being sent
-finishes first, commits its position and hands the partition over. The next owner
-starts from that commit: two concurrent `grebe dlq replay` never send one dead letter
-twice (only a member killed between a send and its commit leaves one to be resent).
+Replay is exclusive through the group `DLQ_REPLAY_GROUP.<dead-letter topic>`: Kafka
+gives each partition of the dead-letter topic to one member at a time. A member sends a
+record to its stream's topic (idempotent producer, acks=all) and only then advances its
+position, holding a lock across both; on revocation it takes the same lock, so the
+record being sent finishes first, commits its position and hands the partition over. The
+next owner starts from that commit: two concurrent `grebe dlq replay` never send one
+dead letter twice (only a member killed between a send and its commit leaves one to be
+resent).
 
 Each member replays up to the end offsets it saw at start and stops when its
 partitions are done or it owns none (another replay has them).

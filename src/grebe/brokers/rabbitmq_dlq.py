@@ -16,6 +16,7 @@ gone from the queue, so `replayed` is always False here.
 from __future__ import annotations
 
 import asyncio
+
 import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractQueue
 from aio_pika.exceptions import AMQPError
