@@ -18,7 +18,11 @@ app = typer.Typer(
 )
 dlq_app = typer.Typer(no_args_is_help=True, help="Inspect and replay dead letters.")
 media_app = typer.Typer(no_args_is_help=True, help="Scan media files and URLs.")
+topics_app = typer.Typer(
+    no_args_is_help=True, help="Kafka topics and RabbitMQ queues: declared vs. existing."
+)
 app.add_typer(dlq_app, name="dlq")
+app.add_typer(topics_app, name="topics")
 app.add_typer(media_app, name="media")
 console = Console()
 
@@ -97,14 +101,13 @@ def ingest(
     ] = True,
     config: ConfigOption = None,
 ) -> None:
-    """Append posts from a JSONL file to a local-broker topic. Bad lines are reported
-    and skipped; the rest go in."""
+    """Append posts from a JSONL file to a topic, on the broker of the stream that reads
+    it (local log by default). Bad lines are reported and skipped; the rest go in."""
     import asyncio
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from grebe.brokers.factory import local_log
-    from grebe.brokers.local import LocalProducer
+    from grebe.brokers.factory import build_ingest_producer
     from grebe.ingest import ingest as ingest_lines
     from grebe.ingest import read_lines
 
@@ -117,7 +120,7 @@ def ingest(
         total = sum(1 for line in handle if line.strip())
 
     async def go():  # -> IngestReport
-        producer = LocalProducer(local_log(settings))
+        producer = build_ingest_producer(settings, target)
         await producer.start()
         try:
             with Progress(
@@ -254,6 +257,50 @@ def dlq_replay(
     for reason in report.reasons[:20]:
         console.print(f"[yellow]skipped[/yellow] {reason}")
     console.print(f"replayed {report.replayed} dead letters, skipped {report.skipped}")
+
+
+def _topics_table(config: ConfigOption, title: str) -> bool:
+    """Print declared topics beside the brokers'; True when all are as declared."""
+    from rich.table import Table
+
+    from grebe.topics import topic_rows
+
+    rows = _core_broker_call(topic_rows(_core_config(config)))
+    if not rows:
+        console.print("no Kafka or RabbitMQ streams configured: nothing to declare")
+        return True
+    table = Table(title=title)
+    for column in ("broker", "name", "role", "config wants", "broker has", "differences"):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(r.broker, r.name, r.role, r.wanted, r.found,
+                      "; ".join(r.differences) or "[green]ok[/green]")
+    console.print(table)
+    return not any(r.differences for r in rows)
+
+
+@topics_app.command("list")
+def topics_list(config: ConfigOption = None) -> None:
+    """Show each topic/queue the config declares and what the broker has."""
+    _topics_table(config, "topics")
+
+
+@topics_app.command("check")
+def topics_check(config: ConfigOption = None) -> None:
+    """Like list; exit 1 if anything is missing or differs from the config."""
+    if not _topics_table(config, "topics"):
+        raise typer.Exit(1)
+
+
+@topics_app.command("create")
+def topics_create(config: ConfigOption = None) -> None:
+    """Create missing Kafka topics (inputs too) and declare RabbitMQ queues."""
+    from grebe.topics import create_topics
+
+    created = _core_broker_call(create_topics(_core_config(config)))
+    console.print(f"created {len(created)} Kafka topic(s): {', '.join(created) or '-'}")
+    if not _topics_table(config, "topics after create"):
+        raise typer.Exit(1)
 
 
 @app.command()

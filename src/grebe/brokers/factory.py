@@ -68,11 +68,29 @@ def build_producer(config: GrebeConfig) -> Producer | None:
     if broker == "kafka":
         from grebe.brokers.kafka import KafkaProducer
 
-        return KafkaProducer(config.kafka)
+        return KafkaProducer(config.kafka, topics=[config.output.topic])
     raise ConfigError(
         f"output.broker {broker!r} is not available in this build (supported: local, kafka, "
         "none)"
     )
+
+
+def build_ingest_producer(config: GrebeConfig, topic: str) -> Producer:
+    """A producer onto `topic` on the broker of the stream that reads it (the local log
+    when no stream does), for `grebe ingest`. A Kafka input topic must exist (unless
+    `kafka.create_missing_topics`); a RabbitMQ queue is declared before publishing."""
+    broker = next((s.broker for s in config.streams if s.topic == topic), "local")
+    if broker == "kafka":
+        from grebe.brokers.kafka import KafkaProducer
+
+        return KafkaProducer(config.kafka, inputs=[topic])
+    if broker == "rabbitmq":
+        from grebe.brokers.rabbitmq_producer import RabbitProducer
+
+        return RabbitProducer(config.rabbitmq)
+    from grebe.brokers.local import LocalProducer
+
+    return LocalProducer(local_log(config))
 
 
 def build_dead_letters(broker: str, config: GrebeConfig) -> DeadLetterAccess:
