@@ -160,18 +160,10 @@ async def create_topic(
 
 async def topic_partitions(bootstrap_servers: str, names: Sequence[str]) -> dict[str, int]:
     """{topic: partition count} of those of `names` that exist (no topic is created)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers)
-    try:
-        await admin.start()
-        described = await admin.describe_topics(list(names))
-    except KafkaError as exc:
-        raise BrokerError(f"Kafka admin at {bootstrap_servers}: {exc}") from exc
-    finally:
-        await admin.close()
-    return {
-        t["topic"]: len(t["partitions"]) for t in described
-        if not t.get("error_code") and t.get("partitions")
-    }
+    from grebe.brokers.kafka_topics import describe_existing
+
+    found = await describe_existing(bootstrap_servers, names)
+    return {name: partitions for name, (partitions, _) in found.items()}
 
 
 async def delete_topic(bootstrap_servers: str, name: str) -> None:
@@ -246,6 +238,19 @@ class KafkaSource:
 
     async def start(self) -> None:
         config = self._config
+        from grebe.brokers.kafka_topics import ensure_topics, topic_spec
+
+        try:
+            # A mistyped input topic is an error here, not an empty auto-created topic.
+            await ensure_topics(config, [
+                topic_spec(config, self.topic, "input"),
+                topic_spec(config, self._dead_letter_topic, "dead-letters"),
+            ])
+        except ConfigError as exc:
+            raise ConfigError(f"stream {self.name!r}: {exc}") from exc
+        except BrokerError as exc:
+            raise BrokerError(f"{self.name}: cannot consume Kafka topic {self.topic!r} at "
+                              f"{config.bootstrap_servers}: {exc}") from exc
         consumer = AIOKafkaConsumer(
             bootstrap_servers=config.bootstrap_servers,
             client_id=config.client_id,
@@ -258,17 +263,9 @@ class KafkaSource:
             max_poll_interval_ms=config.max_poll_interval_ms,
         )
         consumer.subscribe([self.topic], listener=_Listener(self))
-        from grebe.brokers.kafka_topics import ensure_topics, topic_spec
-
         try:
-            # A mistyped input topic is an error here, not an empty auto-created topic.
-            await ensure_topics(config, [topic_spec(config, self.topic, "input"),
-                                         topic_spec(config, self._dead_letter_topic,
-                                                    "dead-letters")])
             await consumer.start()
             await self._dead_letters.start()
-        except ConfigError as exc:
-            raise ConfigError(f"stream {self.name!r}: {exc}") from exc
         except (KafkaError, BrokerError) as exc:
             await consumer.stop()
             raise BrokerError(

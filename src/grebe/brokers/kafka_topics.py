@@ -85,12 +85,25 @@ def topic_spec(config: KafkaConfig, name: str, role: Role) -> TopicSpec:
 
 async def inspect_topics(config: KafkaConfig, specs: Sequence[TopicSpec]) -> list[TopicState]:
     """Each declared topic beside the cluster's partitions and replication factor."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=config.bootstrap_servers)
+    found = await describe_existing(config.bootstrap_servers, [s.name for s in specs])
+    return [TopicState(s, *found.get(s.name, (None, None))) for s in specs]
+
+
+async def describe_existing(bootstrap_servers: str, names: Sequence[str]
+                            ) -> dict[str, tuple[int, int]]:
+    """{topic: (partitions, replication factor)} of those of `names` that exist.
+
+    Only existing topics are described: a metadata request naming a missing topic makes
+    a broker with auto.create.topics.enable create it (aiokafka's describe_topics asks
+    that way), which is the very thing this check is there to prevent."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers)
     try:
         await admin.start()
-        described = await admin.describe_topics([s.name for s in specs])
+        existing = set(await admin.list_topics())
+        wanted = [name for name in dict.fromkeys(names) if name in existing]
+        described = await admin.describe_topics(wanted) if wanted else []
     except KafkaError as exc:
-        raise BrokerError(f"Kafka admin at {config.bootstrap_servers}: {exc}") from exc
+        raise BrokerError(f"Kafka admin at {bootstrap_servers}: {exc}") from exc
     finally:
         await admin.close()
     found: dict[str, tuple[int, int]] = {}
@@ -98,7 +111,7 @@ async def inspect_topics(config: KafkaConfig, specs: Sequence[TopicSpec]) -> lis
         parts = topic.get("partitions") or []
         if not topic.get("error_code") and parts:
             found[topic["topic"]] = (len(parts), min(len(p["replicas"]) for p in parts))
-    return [TopicState(s, *found.get(s.name, (None, None))) for s in specs]
+    return found
 
 
 async def create_missing(config: KafkaConfig, states: Sequence[TopicState]) -> list[str]:
