@@ -17,7 +17,8 @@ from grebe.brokers.factory import local_log
 from grebe.brokers.kafka import KafkaProducer, create_topic, delete_topic, topic_partitions
 from grebe.cli import app
 from grebe.codec import encode
-from grebe.config import GrebeConfig, load_config
+from grebe.config import GrebeConfig, StreamConfig, load_config
+from grebe.errors import BrokerError
 from grebe.dlq import list_dead_letters, replay
 from grebe.types import DeadLetter
 
@@ -103,6 +104,17 @@ async def test_kafka_dlq_lists_and_replays_exactly_once_with_two_replays(
         assert Counter(values) == Counter(f"original-{n}".encode() for n in range(total))
         assert all(e.replayed for e in await list_dead_letters(config, limit=1000))
         assert (await replay(config)).replayed == 0  # nothing left: a third run sends none
+
+        # A stream topic that does not exist stops the replay; it is not auto-created.
+        await producer.start()
+        await producer.publish(dead_topic, None, encode(_letter(1, source="other")))
+        await producer.stop()
+        missing = f"missing-{run}"
+        elsewhere = config.model_copy(update={"streams": [
+            *config.streams, StreamConfig(name="other", broker="kafka", topic=missing)]})
+        with pytest.raises(BrokerError, match=missing):
+            await replay(elsewhere)
+        assert await topic_partitions(kafka_bootstrap, [missing]) == {}
     finally:
         await delete_topic(kafka_bootstrap, dead_topic)
         await delete_topic(kafka_bootstrap, input_topic)

@@ -123,6 +123,7 @@ class _ReplayMember:
         self._next: dict[int, int] = {}  # owned partition -> next offset to replay
         self._uncommitted: set[int] = set()
         self._targets: dict[int, int] = {}  # partition -> end offset at start
+        self._targets_seen: set[str] = set()  # stream topics known to exist
         self._assigned_once = asyncio.Event()
         self._rebalancing = False  # revoked, not yet assigned: not done, whatever it owns
         self.report = ReplayReport()
@@ -169,10 +170,21 @@ class _ReplayMember:
             if isinstance(decision, str):
                 self.report.skip(f"partition {partition} offset {offset}", decision)
             else:
+                await self._check_target(decision.topic)
                 await self._producer.publish(decision.topic, decision.key, decision.value)
                 self.report.replayed += 1
             self._next[partition] = offset + 1
             self._uncommitted.add(partition)
+
+    async def _check_target(self, topic: str) -> None:
+        """A stream topic that does not exist stops the replay (what was sent so far is
+        committed): producing to it would leave it to broker auto-create."""
+        if topic in self._targets_seen:
+            return
+        if not await topic_partitions(self._access._config.bootstrap_servers, [topic]):
+            raise BrokerError(f"stream topic {topic!r} does not exist; create it (`grebe "
+                              "topics create`) and replay again")
+        self._targets_seen.add(topic)
 
     async def _commit(self, partitions: Iterable[int] | None = None) -> None:
         wanted = self._uncommitted if partitions is None else set(partitions)

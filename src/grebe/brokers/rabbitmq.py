@@ -108,8 +108,10 @@ def declaration_mismatch(queue: str, max_priority: int, exc: BaseException) -> C
     """PRECONDITION_FAILED on declare: the queue exists with other arguments (typically
     declared by hand, or by another tool, without x-max-priority). Name it and the fix."""
     text = str(exc)
-    match = re.search(r"inequivalent arg '([^']+)'.*?received the value '([^']*)'.*?"
-                      r"current is (?:the value '([^']*)'|(\w+))", text)
+    # "received the value '3' of type 'byte' but current is none", or
+    # "received '3' but current is '5'" (RabbitMQ words it both ways).
+    match = re.search(r"inequivalent arg '([^']+)'.*?received (?:the value )?'([^']*)'"
+                      r".*?current is (?:the value )?(?:'([^']*)'|(\w+))", text)
     if match is None:
         return ConfigError(f"RabbitMQ queue {queue!r} exists with other arguments than "
                            f"grebe declares ({text})")
