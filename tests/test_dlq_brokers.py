@@ -18,8 +18,8 @@ from grebe.brokers.kafka import KafkaProducer, create_topic, delete_topic, topic
 from grebe.cli import app
 from grebe.codec import encode
 from grebe.config import GrebeConfig, StreamConfig, load_config
-from grebe.errors import BrokerError
 from grebe.dlq import list_dead_letters, replay
+from grebe.errors import BrokerError
 from grebe.types import DeadLetter
 
 

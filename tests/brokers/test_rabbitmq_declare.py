@@ -64,7 +64,7 @@ async def test_a_queue_with_another_priority_suggests_matching_it(
 ) -> None:
     await _declare(rabbit_url, queue, {"x-max-priority": 5})
     publisher = RabbitPublisher(RabbitMQConfig(url=rabbit_url), queue)
-    with pytest.raises(ConfigError, match="set rabbitmq.max_priority: 5 to match"):
+    with pytest.raises(ConfigError, match=r"set rabbitmq\.max_priority: 5 to match"):
         await publisher.start()
 
 
