@@ -120,6 +120,56 @@ async def test_kafka_dlq_lists_and_replays_exactly_once_with_two_replays(
         await delete_topic(kafka_bootstrap, input_topic)
 
 
+@pytest.mark.integration
+async def test_kafka_replay_joined_midway_takes_over_without_repeating(
+    kafka_bootstrap: str,
+) -> None:
+    """The second replay joins while the first is sending: the rebalance moves
+    partitions only after the first committed what it sent."""
+    import time
+
+    from grebe.brokers.dead_letters import Replay
+    from grebe.brokers.kafka_dlq import KafkaDeadLetters
+
+    run = uuid.uuid4().hex[:10]
+    dead_topic, input_topic = f"dlq-{run}", f"in-{run}"
+    await create_topic(kafka_bootstrap, dead_topic, 2)
+    await create_topic(kafka_bootstrap, input_topic, 1)
+    config = load_config(kafka={"bootstrap_servers": kafka_bootstrap,
+                                "session_timeout_ms": 6000})
+    total = 400
+    producer = KafkaProducer(config.kafka)
+    await producer.start()
+    await producer.publish_many(dead_topic, [(f"k{n}".encode(), f"v{n}".encode())
+                                             for n in range(total)])
+    await producer.stop()
+
+    routed = 0
+    under_way = asyncio.Event()  # the first replay has sent an eighth
+
+    def slow_route(raw: bytes) -> Replay:
+        nonlocal routed
+        routed += 1
+        if routed >= total // 8:
+            under_way.set()
+        time.sleep(0.01)  # a replay that takes a while, so the second one lands midway
+        return Replay(input_topic, None, raw)
+
+    try:
+        access = KafkaDeadLetters(config.kafka, dead_topic)
+        first = asyncio.create_task(access.replay(slow_route))
+        async with asyncio.timeout(60):
+            await under_way.wait()
+        second = await KafkaDeadLetters(config.kafka, dead_topic).replay(slow_route)
+        done = await first
+        assert done.replayed + second.replayed == total
+        values = await _read_all(kafka_bootstrap, input_topic)
+        assert Counter(values) == Counter(f"v{n}".encode() for n in range(total))
+    finally:
+        await delete_topic(kafka_bootstrap, dead_topic)
+        await delete_topic(kafka_bootstrap, input_topic)
+
+
 async def _read_all(bootstrap: str, topic: str) -> list[bytes]:
     count = (await topic_partitions(bootstrap, [topic]))[topic]
     tps = [TopicPartition(topic, p) for p in range(count)]

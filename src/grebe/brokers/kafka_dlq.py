@@ -33,6 +33,7 @@ from grebe.errors import BrokerError
 log = logging.getLogger(__name__)
 
 _POLL_MS = 500
+REPLAY_BATCH = 100  # records fetched (and committed) at a time
 
 
 class KafkaDeadLetters:
@@ -117,7 +118,9 @@ class _ReplayMember:
         self._topic = access._topic
         self._route = route
         self._limit = limit
-        self._consumer = access._consumer()
+        # Small fetches: each is committed before the next, so a replay killed midway
+        # resends at most one batch.
+        self._consumer = access._consumer(max_poll_records=REPLAY_BATCH)
         self._producer = KafkaProducer(access._config, linger_ms=0)
         self._lock = asyncio.Lock()  # held across send + advance, and by revocation
         self._next: dict[int, int] = {}  # owned partition -> next offset to replay
