@@ -147,3 +147,41 @@ async def test_replication_factor_is_reported(kafka_bootstrap: str) -> None:
                                        "replication factor 1, config wants 3"]
     finally:
         await delete_topic(kafka_bootstrap, name)
+
+
+def test_ingest_into_a_kafka_stream_writes_its_topic_and_refuses_a_missing_one(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    """Before, `grebe ingest` wrote a Kafka stream's posts into the local log."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    topic = f"ing-{uuid.uuid4().hex[:8]}"
+    posts = tmp_path / "posts.jsonl"
+    posts.write_text("".join(
+        json.dumps({"id": f"p{i}", "author_id": "a", "text": f"post {i}"}) + "\n"
+        for i in range(3)))
+    config = _write_config(tmp_path, kafka_bootstrap, topic)
+    result = CliRunner().invoke(app, ["ingest", str(posts), "-c", str(config)])
+    assert isinstance(result.exception, ConfigError) and topic in str(result.exception)
+    assert asyncio.run(_shape(_config(kafka_bootstrap), topic)) == (None, None)
+
+    asyncio.run(create_topic(kafka_bootstrap, topic, 1))
+    try:
+        result = CliRunner().invoke(app, ["ingest", str(posts), "-c", str(config)])
+        assert result.exit_code == 0, result.output
+
+        async def count() -> int:
+            consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap)
+            await consumer.start()
+            try:
+                tp = TopicPartition(topic, 0)
+                consumer.assign([tp])
+                return (await consumer.end_offsets([tp]))[tp]
+            finally:
+                await consumer.stop()
+
+        assert asyncio.run(count()) == 3
+    finally:
+        asyncio.run(delete_topic(kafka_bootstrap, topic))
