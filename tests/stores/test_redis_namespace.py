@@ -3,14 +3,19 @@ each deployment's `redis.namespace` (real server of scripts/services.sh)."""
 
 from __future__ import annotations
 
+import json
 import uuid
+from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
 from limits.aio.strategies import MovingWindowRateLimiter
 
+from grebe.brokers.factory import local_log
+from grebe.brokers.local import LocalProducer
 from grebe.config import load_config
 from grebe.core.dispatcher import RATE_LIMIT_NAMESPACE, limiter_storage_from, qps_item
+from grebe.core.supervisor import Runtime
 from grebe.flows.services import PlanLimiter
 from grebe.stores.factory import build_store
 from grebe.stores.redis import RedisStore
@@ -69,3 +74,33 @@ def test_store_keys_default_to_the_deployment_namespace(redis_url: str) -> None:
     config = load_config(store={"backend": "redis", "redis_prefix": "legacy"},
                          redis={"url": redis_url, "namespace": "blue"})
     assert build_store(config).key("p1") == "legacy:ann:p1"  # type: ignore[attr-defined]
+
+
+async def test_grebe_run_counts_stream_budgets_under_its_namespace(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """The supervisor hands `redis.namespace` to the dispatcher's limiter."""
+    namespace = f"dep-{uuid.uuid4().hex[:8]}"
+    config = load_config(
+        data_dir=tmp_path, engine={"processes": 0}, metrics={"enabled": False},
+        streams=[{"name": "posts", "eligibilities": ["basic"], "max_qps": 1000}],
+        rate_limits={"storage": "redis"}, redis={"url": redis_url, "namespace": namespace},
+    )
+    producer = LocalProducer(local_log(config))
+    await producer.start()
+    await producer.publish_many("posts", [
+        (None, json.dumps({"id": f"p{i}", "author_id": "a", "text": "hi"}).encode())
+        for i in range(5)
+    ])
+    await producer.stop()
+    runtime = Runtime(config)
+    await runtime.start()
+    try:
+        await runtime.wait_caught_up()
+    finally:
+        await runtime.stop()
+    client = aioredis.from_url(redis_url)
+    keys = [k.decode() async for k in client.scan_iter(f"{namespace}:limits*")]
+    await client.aclose()
+    await _drop(redis_url, namespace)
+    assert keys, "no QPS budget keys under the deployment namespace"
