@@ -20,7 +20,7 @@ from grebe.codec import encode
 from grebe.config import GrebeConfig, StreamConfig, load_config
 from grebe.dlq import list_dead_letters, replay
 from grebe.errors import BrokerError
-from grebe.types import DeadLetter
+from grebe.types import DeadLetter, Envelope, Post, User
 
 
 def _letter(n: int, source: str = "posts") -> DeadLetter:
@@ -269,3 +269,36 @@ def test_rabbitmq_replay_to_a_missing_queue_fails_and_keeps_the_dead_letter(
         assert len(asyncio.run(list_dead_letters(config))) == 1  # still there
     finally:
         asyncio.run(_rabbit(rabbit_url, delete=dead_queue))
+
+
+@pytest.mark.integration
+async def test_rabbitmq_replay_restores_the_priority_of_the_posters_tier(
+    rabbit_url: str,
+) -> None:
+    run = uuid.uuid4().hex[:10]
+    dead_queue, input_queue = f"dlq-{run}", f"in-{run}"
+    config = load_config(
+        streams=[{"name": "posts", "broker": "rabbitmq", "topic": input_queue}],
+        dispatcher={"dead_letter_topic": dead_queue}, rabbitmq={"url": rabbit_url},
+    )
+    paid = encode(Envelope(post=Post(id="p1", author_id="a", text="hi"),
+                           user=User(id="a", tier="paid")))  # type: ignore[arg-type]
+    letter = DeadLetter(source="posts", reason="max_attempts", attempts=3, last_error="x",
+                        original=paid, key=b"p1")
+    connection = await aio_pika.connect(rabbit_url)
+    async with connection:
+        channel = await connection.channel()
+        await channel.declare_queue(input_queue, durable=True,
+                                    arguments={"x-max-priority": config.rabbitmq.max_priority})
+        await channel.declare_queue(dead_queue, durable=True)
+        await channel.default_exchange.publish(aio_pika.Message(encode(letter)),
+                                               routing_key=dead_queue)
+        try:
+            assert (await replay(config)).replayed == 1
+            queue = await channel.declare_queue(input_queue, passive=True)
+            message = await queue.get()
+            assert (message.body, message.priority, message.message_id) == (paid, 3, "p1")
+            await message.ack()
+        finally:
+            await channel.queue_delete(dead_queue)
+            await channel.queue_delete(input_queue)

@@ -23,6 +23,7 @@ from aio_pika.exceptions import AMQPError
 
 from grebe.brokers.dead_letters import Replay, ReplayReport, Router, StoredDeadLetter
 from grebe.brokers.rabbitmq import _safe
+from grebe.brokers.rabbitmq_producer import envelope_priority
 from grebe.config import RabbitMQConfig
 from grebe.errors import BrokerError
 
@@ -86,7 +87,7 @@ class RabbitDeadLetters:
                 if isinstance(decision, str):
                     report.skip(f"message {number}", decision)
                     continue
-                await _publish(channel, decision)
+                await _publish(channel, decision, self._config.max_priority)
                 await message.ack()
                 report.replayed += 1
         except _ERRORS as exc:
@@ -97,9 +98,10 @@ class RabbitDeadLetters:
         return report
 
 
-async def _publish(channel: AbstractChannel, replay: Replay) -> None:
+async def _publish(channel: AbstractChannel, replay: Replay, max_priority: int) -> None:
+    # The dead letter does not keep the delivery's priority; the poster's tier gives it.
     message = aio_pika.Message(
-        replay.value,
+        replay.value, priority=envelope_priority(replay.value, max_priority),
         message_id=replay.key.decode("utf-8", "replace") if replay.key else None,
         delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
     )

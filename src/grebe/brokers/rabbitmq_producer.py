@@ -24,7 +24,7 @@ from grebe.errors import BrokerError, GrebeError
 _ERRORS = (AMQPError, OSError, ConnectionError, asyncio.TimeoutError)
 
 
-def _priority(value: bytes, max_priority: int) -> int:
+def envelope_priority(value: bytes, max_priority: int) -> int:
     """The priority of an encoded envelope by its user's tier (unreadable: 0)."""
     try:
         user = decode_envelope(value).user
@@ -72,7 +72,7 @@ class RabbitProducer:
         try:
             await asyncio.gather(*(
                 channel.default_exchange.publish(aio_pika.Message(
-                    value, priority=_priority(value, self._config.max_priority),
+                    value, priority=envelope_priority(value, self._config.max_priority),
                     message_id=key.decode("utf-8", "replace") if key else None,
                     delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
                 ), routing_key=topic, mandatory=True)
