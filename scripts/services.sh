@@ -3,11 +3,15 @@
 #   Redis 6379, RabbitMQ 5672, PostgreSQL 5432 (role/db grebe/grebe), Kafka 9092 (KRaft,
 #   controller on 9093).
 # Usage: scripts/services.sh up|down|status [redis|postgres|rabbitmq|kafka ...]
+#        scripts/services.sh tools   # fetch Kafka's command-line tools only (see below)
 #
 # Works as root on a fresh Debian 12 machine without systemd (daemons are started
 # directly, never through systemctl) and as a sudo-capable user. Idempotent: `up` on a
 # running service only checks that it answers. Kafka's jars come from Maven Central once
 # into ~/.cache/grebe/kafka-<version>/libs and its storage is formatted once, so reruns take seconds.
+# Kafka's tools (TopicCommand, ConsumerGroupCommand: the kafka-tools jar, not part of the
+# broker's) go to ~/.cache/grebe/kafka-<version>/tools; scripts/kafka-topics.sh and
+# scripts/kafka-consumer-groups.sh run them, as the Kafka distribution's scripts would.
 # Logs: .cache/services/logs/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +23,7 @@ KAFKA_HOME=$ROOT/.cache/kafka  # this checkout's broker config and storage
 KAFKA_VERSION=${GREBE_KAFKA_VERSION:-3.9.1}
 # Jars are shared by every checkout on the machine, so a fresh clone does not refetch them.
 KAFKA_LIBS=${GREBE_CACHE_DIR:-$HOME/.cache/grebe}/kafka-$KAFKA_VERSION/libs
+KAFKA_TOOLS=${GREBE_CACHE_DIR:-$HOME/.cache/grebe}/kafka-$KAFKA_VERSION/tools  # kafka-run-class.sh
 SLF4J_VERSION=1.7.36
 HOST=127.0.0.1
 REDIS_PORT=6379
@@ -207,6 +212,37 @@ EOF
   touch "$marker"
 }
 
+kafka_fetch_tools() {
+  # The tools' own jar only: everything it needs is in the broker's libs, which the
+  # wrappers put on the classpath too (its transitive set drags in Kafka Connect).
+  local marker=$KAFKA_TOOLS/.complete-$KAFKA_VERSION
+  [ -f "$marker" ] && return 0
+  log "kafka: fetching kafka-tools $KAFKA_VERSION from Maven Central"
+  mkdir -p "$KAFKA_HOME"
+  rm -rf "$KAFKA_TOOLS"
+  cat >"$KAFKA_HOME/tools-pom.xml" <<EOF
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>grebe</groupId><artifactId>kafka-tools-runtime</artifactId><version>1</version>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>$KAFKA_VERSION</version></dependency>
+  </dependencies>
+</project>
+EOF
+  mvn -q -B -f "$KAFKA_HOME/tools-pom.xml" dependency:copy-dependencies -DexcludeTransitive=true \
+    -DoutputDirectory="$KAFKA_TOOLS" >"$LOGS/kafka-tools-fetch.log" 2>&1 \
+    || { tail -n 30 "$LOGS/kafka-tools-fetch.log" >&2; die "kafka: mvn could not fetch kafka-tools"; }
+  # As the distribution's config/tools-log4j.properties: warnings to stderr, no noise.
+  cat >"$KAFKA_TOOLS/tools-log4j.properties" <<EOF
+log4j.rootLogger=WARN, stderr
+log4j.appender.stderr=org.apache.log4j.ConsoleAppender
+log4j.appender.stderr.layout=org.apache.log4j.PatternLayout
+log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.appender.stderr.Target=System.err
+EOF
+  touch "$marker"
+}
+
 kafka_configure() {
   mkdir -p "$KAFKA_HOME/data"
   cat >"$KAFKA_HOME/server.properties" <<EOF
@@ -286,6 +322,7 @@ kafka_pid() {
 }
 
 kafka_up() {
+  kafka_fetch_tools  # also when the broker is already up: the tools came after it
   if kafka_pid >/dev/null || port_open "$KAFKA_PORT"; then
     wait_for kafka "$LOGS/kafka.log" kafka_metadata
     log "kafka: already running on $HOST:$KAFKA_PORT"; return
@@ -355,8 +392,14 @@ case $action in
   status)
     for svc in "${services[@]}"; do "$(fn_prefix "$svc")_status"; done
     ;;
+  tools)
+    flock 9
+    ensure_packages kafka
+    kafka_fetch
+    kafka_fetch_tools
+    ;;
   *)
-    echo "usage: $0 up|down|status [redis|postgres|rabbitmq|kafka ...]" >&2
+    echo "usage: $0 up|down|status [redis|postgres|rabbitmq|kafka ...] | tools" >&2
     exit 2
     ;;
 esac

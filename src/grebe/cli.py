@@ -18,7 +18,11 @@ app = typer.Typer(
 )
 dlq_app = typer.Typer(no_args_is_help=True, help="Inspect and replay dead letters.")
 media_app = typer.Typer(no_args_is_help=True, help="Scan media files and URLs.")
+topics_app = typer.Typer(
+    no_args_is_help=True, help="Kafka topics and RabbitMQ queues: declared vs. existing."
+)
 app.add_typer(dlq_app, name="dlq")
+app.add_typer(topics_app, name="topics")
 app.add_typer(media_app, name="media")
 console = Console()
 
@@ -106,14 +110,15 @@ def ingest(
     ] = 1,
     config: ConfigOption = None,
 ) -> None:
-    """Append posts from a JSONL file to a local-broker topic. The whole file is checked
-    first: bad lines are reported and skipped (or, with --strict, nothing is appended)."""
+    """Append posts from a JSONL file to a topic, on the broker of the stream that reads
+    it (local log by default). The whole file is checked first: bad lines are reported
+    and skipped (or, with --strict, nothing is appended)."""
     import asyncio
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from grebe.brokers.factory import local_log
-    from grebe.brokers.local import LocalProducer
+    from grebe.brokers.factory import build_ingest_producer
+    from grebe.errors import GrebeError
     from grebe.ingest import IngestInterrupted
     from grebe.ingest import ingest as ingest_lines
 
@@ -126,7 +131,7 @@ def ingest(
         total = sum(1 for n, line in enumerate(handle, 1) if line.strip() and n >= start_line)
 
     async def go():  # -> IngestReport
-        producer = LocalProducer(local_log(settings))
+        producer = build_ingest_producer(settings, target)
         await producer.start()
         try:
             with Progress(
@@ -146,6 +151,9 @@ def ingest(
         report = asyncio.run(go())
     except IngestInterrupted as exc:
         report, interrupted = exc.report, str(exc)
+    except GrebeError as exc:  # the broker refused before anything was appended
+        console.print(f"[red]ingest failed, nothing appended:[/red] {exc}")
+        raise typer.Exit(1) from None
     for line_no, reason in report.errors[:20]:
         console.print(f"[yellow]line {line_no}:[/yellow] {reason}")
     if report.rejected > 20:
@@ -208,6 +216,20 @@ def annotations_command(
     console.print(table)
 
 
+def _core_broker_call(coro):  # (Coroutine[T]) -> T
+    """Run a broker command; a broker or config error is one red line and exit 1, not a
+    traceback."""
+    import asyncio
+
+    from grebe.errors import GrebeError
+
+    try:
+        return asyncio.run(coro)
+    except GrebeError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from exc
+
+
 def _core_time(epoch: float) -> str:
     import datetime
 
@@ -220,14 +242,12 @@ def dlq_list(
     config: ConfigOption = None,
 ) -> None:
     """List dead letters: reason, attempts, last error, source and offset."""
-    import asyncio
-
     from rich import box
     from rich.table import Table
 
     from grebe.dlq import list_dead_letters
 
-    entries = asyncio.run(list_dead_letters(_core_config(config), limit))
+    entries = _core_broker_call(list_dead_letters(_core_config(config), limit))
     if not entries:
         console.print("no dead letters")
         return
@@ -237,7 +257,7 @@ def dlq_list(
     table.add_column("last error", overflow="fold")
     for entry in entries:
         d = entry.record
-        number = f"{entry.offset}{'*' if entry.replayed else ''}"
+        number = f"{entry.broker}:{entry.partition}:{entry.offset}{'*' if entry.replayed else ''}"
         if d is None:
             table.add_row(number, "?", "unreadable", "", "", entry.error or "")
             continue
@@ -249,16 +269,64 @@ def dlq_list(
 
 
 @dlq_app.command("replay")
-def dlq_replay(config: ConfigOption = None) -> None:
-    """Send dead letters not replayed yet back to their streams (each one once)."""
-    import asyncio
-
+def dlq_replay(
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="Replay at most N per broker (default: all).")
+    ] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Send dead letters not replayed yet back to their streams (each one once, even
+    with another replay running)."""
     from grebe.dlq import replay
 
-    report = asyncio.run(replay(_core_config(config)))
+    report = _core_broker_call(replay(_core_config(config), limit))
     for reason in report.reasons[:20]:
         console.print(f"[yellow]skipped[/yellow] {reason}")
     console.print(f"replayed {report.replayed} dead letters, skipped {report.skipped}")
+
+
+def _topics_table(config: ConfigOption, title: str) -> bool:
+    """Print declared topics beside the brokers'; True when all are as declared."""
+    from rich.table import Table
+
+    from grebe.topics import topic_rows
+
+    rows = _core_broker_call(topic_rows(_core_config(config)))
+    if not rows:
+        console.print("no Kafka or RabbitMQ streams configured: nothing to declare")
+        return True
+    table = Table(title=title)
+    for column in ("broker", "name", "role", "config wants", "broker has", "differences"):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(r.broker, r.name, r.role, r.wanted, r.found,
+                      "; ".join(r.differences) or "[green]ok[/green]")
+    console.print(table)
+    return not any(r.differences for r in rows)
+
+
+@topics_app.command("list")
+def topics_list(config: ConfigOption = None) -> None:
+    """Show each topic/queue the config declares and what the broker has."""
+    _topics_table(config, "topics")
+
+
+@topics_app.command("check")
+def topics_check(config: ConfigOption = None) -> None:
+    """Like list; exit 1 if anything is missing or differs from the config."""
+    if not _topics_table(config, "topics"):
+        raise typer.Exit(1)
+
+
+@topics_app.command("create")
+def topics_create(config: ConfigOption = None) -> None:
+    """Create missing Kafka topics (inputs too) and declare RabbitMQ queues."""
+    from grebe.topics import create_topics
+
+    created = _core_broker_call(create_topics(_core_config(config)))
+    console.print(f"created {len(created)} Kafka topic(s): {', '.join(created) or '-'}")
+    if not _topics_table(config, "topics after create"):
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -73,8 +73,23 @@ class LocalBrokerConfig(Section):
     commit_interval_s: float = Field(default=C.DEFAULT_COMMIT_INTERVAL_S, ge=0)
 
 
+class KafkaTopicConfig(Section):
+    """One topic's declared shape; unset fields take the `kafka.*` defaults."""
+
+    partitions: int | None = Field(default=None, ge=1)
+    replication_factor: int | None = Field(default=None, ge=1)
+
+
 class KafkaConfig(Section):
     bootstrap_servers: str = "127.0.0.1:9092"
+    # Topics grebe uses (stream inputs, output, dead letters) are declared, not left to
+    # broker auto-create: created or checked at start and by `grebe topics`.
+    partitions: int = Field(default=C.DEFAULT_KAFKA_PARTITIONS, ge=1)
+    replication_factor: int = Field(default=C.DEFAULT_KAFKA_REPLICATION_FACTOR, ge=1)
+    topics: dict[str, KafkaTopicConfig] = Field(default_factory=dict)  # per-topic shape
+    # A missing *input* topic is an error at start (a typo would otherwise read nothing
+    # and exit "done"); true creates it like the output and dead-letter topics.
+    create_missing_topics: bool = False
     client_id: str = "grebe"
     fetch_max_records: int = Field(default=500, ge=1)
     session_timeout_ms: int = Field(default=30_000, ge=1000)
@@ -92,6 +107,9 @@ class RabbitMQConfig(Section):
 
 class RedisConfig(Section):
     url: str = "redis://127.0.0.1:6379/0"
+    # The deployment's key namespace: every key grebe writes (QPS budgets, cache, store)
+    # starts with `<namespace>:`, so two deployments on one Redis share nothing.
+    namespace: str = Field(default=C.DEFAULT_REDIS_NAMESPACE, pattern=r"^[A-Za-z0-9_.-]+$")
 
 
 class StoreConfig(Section):
@@ -99,7 +117,8 @@ class StoreConfig(Section):
     sqlite_path: Path | None = None  # default: <data_dir>/annotations.db
     postgres_dsn: str = "postgresql://grebe:grebe@127.0.0.1:5432/grebe"
     postgres_table: str = Field(default=C.DEFAULT_POSTGRES_TABLE, pattern=r"^[a-z_][a-z0-9_]*$")
-    redis_prefix: str = C.DEFAULT_REDIS_PREFIX  # the Redis store's keys: <prefix>:ann:<post id>
+    # The Redis store's keys: <prefix>:ann:<post id>; default: redis.namespace.
+    redis_prefix: str | None = None
 
 
 class OutputConfig(Section):

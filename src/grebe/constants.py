@@ -72,11 +72,19 @@ EXIT_FORCED = 130  # a second signal: stopped at once
 
 # Real brokers and stores (Kafka, RabbitMQ, PostgreSQL, Redis).
 DEFAULT_KAFKA_COMMIT_INTERVAL_S = 0.2
+DEFAULT_KAFKA_PARTITIONS = 3  # topics grebe creates, unless kafka.topics.<name> says
+DEFAULT_KAFKA_REPLICATION_FACTOR = 1  # one broker by default; 3 on a real cluster
+KAFKA_TOPIC_READY_TIMEOUT_S = 30.0  # a created topic has leaders within this
 KAFKA_KEEPALIVE_FRACTION = 0.25  # keep group membership alive at this share of max_poll_interval
 DEFAULT_POSTGRES_TABLE = "annotations"
 DEFAULT_REDIS_PREFIX = "grebe"
+# Every Redis key grebe writes starts with `<redis.namespace>:`, so deployments sharing one
+# Redis never share a QPS budget, a cache entry or an annotation.
+DEFAULT_REDIS_NAMESPACE = "grebe"
+REDIS_LIMITS_SUFFIX = "limits"  # QPS budgets: <namespace>:limits:... (the limits library)
 DEFAULT_CACHE_TTL_S = 600.0
 RABBIT_ATTEMPT_HEADER = "x-grebe-attempt"  # deliveries so far, on retried messages
+RABBIT_MAX_PRIORITY_ARG = "x-max-priority"  # the stream queue's one declared argument
 RABBIT_RETRY_SUFFIX = ".retry"  # <queue>.retry.<attempt>: the delay queue of one attempt
 # Priority of a RabbitMQ request by the poster's tier, resolved when it is enqueued.
 TIER_PRIORITY = {"viral": 3, "paid": 3, "creator": 2, "hobby": 1, "free": 0, "trial": 0}

@@ -48,7 +48,7 @@ from grebe.config import KafkaConfig
 from grebe.core.backoff import Backoff
 from grebe.core.offsets import OffsetTracker
 from grebe.core.source import Message, Outcome
-from grebe.errors import BrokerError
+from grebe.errors import BrokerError, ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +68,22 @@ class KafkaProducer:
     """Producer protocol on an idempotent, acks=all aiokafka producer: `publish` returns
     once the broker stored the record, without duplicates from its own retries."""
 
-    def __init__(self, config: KafkaConfig, *, linger_ms: int = 5) -> None:
+    def __init__(self, config: KafkaConfig, *, linger_ms: int = 5,
+                 topics: Sequence[str] = (), inputs: Sequence[str] = ()) -> None:
         self._config = config
         self._linger_ms = linger_ms
+        self._topics = list(topics)  # grebe's own output topics: created if missing
+        self._inputs = list(inputs)  # stream topics (`grebe ingest`): must exist
         self._producer: AIOKafkaProducer | None = None
 
     async def start(self) -> None:
+        if self._topics or self._inputs:  # declared, never left to broker auto-create
+            from grebe.brokers.kafka_topics import ensure_topics, topic_spec
+
+            await ensure_topics(self._config, [
+                *(topic_spec(self._config, t, "output") for t in self._topics),
+                *(topic_spec(self._config, t, "input") for t in self._inputs),
+            ])
         producer = AIOKafkaProducer(
             bootstrap_servers=self._config.bootstrap_servers,
             client_id=f"{self._config.client_id}-producer",
@@ -148,6 +158,14 @@ async def create_topic(
         await admin.close()
 
 
+async def topic_partitions(bootstrap_servers: str, names: Sequence[str]) -> dict[str, int]:
+    """{topic: partition count} of those of `names` that exist (no topic is created)."""
+    from grebe.brokers.kafka_topics import describe_existing
+
+    found = await describe_existing(bootstrap_servers, names)
+    return {name: partitions for name, (partitions, _) in found.items()}
+
+
 async def delete_topic(bootstrap_servers: str, name: str) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers)
     try:
@@ -220,6 +238,19 @@ class KafkaSource:
 
     async def start(self) -> None:
         config = self._config
+        from grebe.brokers.kafka_topics import ensure_topics, topic_spec
+
+        try:
+            # A mistyped input topic is an error here, not an empty auto-created topic.
+            await ensure_topics(config, [
+                topic_spec(config, self.topic, "input"),
+                topic_spec(config, self._dead_letter_topic, "dead-letters"),
+            ])
+        except ConfigError as exc:
+            raise ConfigError(f"stream {self.name!r}: {exc}") from exc
+        except BrokerError as exc:
+            raise BrokerError(f"{self.name}: cannot consume Kafka topic {self.topic!r} at "
+                              f"{config.bootstrap_servers}: {exc}") from exc
         consumer = AIOKafkaConsumer(
             bootstrap_servers=config.bootstrap_servers,
             client_id=config.client_id,

@@ -95,6 +95,7 @@ class Runtime:
                 [Stream(s, c) for s, c in zip(self.sources, config.streams, strict=True)],
                 self.executor, config.dispatcher, metrics=metrics,
                 limiter_storage=limiter_uri(config),
+                limiter_namespace=config.redis.namespace,
             )
         except BaseException:
             await self._close()

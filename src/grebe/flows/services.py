@@ -17,6 +17,7 @@ import msgspec
 import numpy as np
 from cachetools import TTLCache
 
+from grebe import constants as C
 from grebe.inference.base import ChatModel, Embedder, TextClassifier
 from grebe.stores.base import AnnotationStore
 from grebe.types import Post
@@ -85,8 +86,10 @@ class PlanLimiter:
     that is not enough. Storage "memory://" counts per engine process; "redis://..."
     shares the budget across processes and replicas."""
 
-    def __init__(self, storage_uri: str = "memory://") -> None:
+    def __init__(self, storage_uri: str = "memory://",
+                 namespace: str = C.DEFAULT_REDIS_NAMESPACE) -> None:
         self._storage_uri = storage_uri
+        self._namespace = namespace  # the deployment's Redis key namespace
         self._limiter: Any = None
         self._items: dict[float, Any] = {}
 
@@ -97,7 +100,7 @@ class PlanLimiter:
         from grebe.core.dispatcher import limiter_storage_from, qps_item
 
         if self._limiter is None:
-            storage: Any = limiter_storage_from(self._storage_uri)
+            storage: Any = limiter_storage_from(self._storage_uri, self._namespace)
             self._limiter = MovingWindowRateLimiter(storage)
         item = self._items.get(qps)
         if item is None:
