@@ -39,6 +39,12 @@ SKIP_ENGAGEMENT = "below the engagement threshold"
 SKIP_DUPLICATE = "already annotated within the dedupe TTL"
 SKIP_RATE_LIMITED = "rate limited"
 
+#: Added by every plan that looks at media when some item went unchecked (fail closed:
+#: what could not be checked is never reported as clean). Its reason says which and why.
+LABEL_MEDIA_UNCHECKED = "media_unchecked"
+NO_MEDIA_SERVICE = "no media pipeline configured"
+UNCHECKED_REASON_ITEMS = 8  # items named in the reason; the rest are counted
+
 
 def services_of(ctx: TaskContext) -> FlowServices:
     return ctx.services
@@ -155,16 +161,35 @@ async def rate_limit(ctx: TaskContext) -> None:
 
 
 async def hydrate_media(ctx: TaskContext) -> MediaFacts:
-    """Fetch and analyse the post's media once (NSFW, OCR, transcript); no media or no
-    media service -> empty facts, so text-only posts flow through the same DAG."""
+    """Fetch and analyse the post's media once (NSFW, OCR, transcript); no media -> empty
+    facts, so text-only posts flow through the same DAG. Media that could not be checked
+    (no media service, or items that failed) labels the plan's output `media_unchecked`."""
     post, media = ctx.payload.post, services_of(ctx).media
-    if not post.media or media is None:
+    if not post.media:
         return MediaFacts()
-    key = f"{KEY_MEDIA}:{digest('|'.join(m.url for m in post.media))}"
-    facts = await shared(ctx, key, lambda: media.hydrate(post))
+    if media is None:
+        facts = MediaFacts(unchecked=tuple(f"{m.url}: {NO_MEDIA_SERVICE}" for m in post.media))
+    else:
+        key = f"{KEY_MEDIA}:{digest('|'.join(m.url for m in post.media))}"
+        facts = await shared(ctx, key, lambda: media.hydrate(post))
     if facts.transcript:
         ctx.output.transcript = facts.transcript
+    flag_unchecked_media(ctx, facts)
     return facts
+
+
+def flag_unchecked_media(ctx: TaskContext, facts: MediaFacts) -> None:
+    """Label the output `media_unchecked` with a reason naming the first items and why,
+    and score how many went unchecked, so no downstream reader mistakes silence for clean."""
+    if not facts.unchecked:
+        return
+    shown = list(facts.unchecked[:UNCHECKED_REASON_ITEMS])
+    if len(facts.unchecked) > len(shown):
+        shown.append(f"... and {len(facts.unchecked) - len(shown)} more")
+    if LABEL_MEDIA_UNCHECKED not in ctx.output.labels:
+        ctx.output.labels.append(LABEL_MEDIA_UNCHECKED)
+    ctx.output.scores[LABEL_MEDIA_UNCHECKED] = float(len(facts.unchecked))
+    ctx.output.reasons[LABEL_MEDIA_UNCHECKED] = "; ".join(shown)
 
 
 #: Media hydration may queue behind other posts' downloads and transcriptions.

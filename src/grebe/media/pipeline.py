@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 DOWNLOAD, DECODE, CLASSIFY, DEDUP = "download", "decode", "classify", "dedup"
 STAGES = (DOWNLOAD, DECODE, CLASSIFY, DEDUP)
 KIND_IMAGE, KIND_VIDEO, KIND_AUDIO = "image", "video", "audio"
+WARN_NSFW, WARN_OCR = "nsfw", "ocr"  # prefixes of model-failure warnings
+NO_NSFW_MODEL = "no NSFW model configured"
 
 
 class DuplicateRef(msgspec.Struct, frozen=True, kw_only=True):
@@ -73,6 +75,22 @@ class ItemReport(msgspec.Struct, kw_only=True):
     warnings: list[str] = []  # a model failed; the rest of the report stands
     elapsed_s: float = 0.0
 
+    @property
+    def unchecked(self) -> str | None:
+        """Why this item's content was not (fully) looked at, or None if it was.
+
+        Fail closed: an item that could not be fetched or decoded, a picture or video
+        the NSFW model did not score, or speech that could not be transcribed was not
+        checked, and a verdict must not read as if it had been."""
+        if self.error is not None:
+            return self.error
+        if self.kind in (KIND_IMAGE, KIND_VIDEO) and not self.nsfw:
+            why = next((w for w in self.warnings if w.startswith(WARN_NSFW)), NO_NSFW_MODEL)
+            return f"not scored for nudity ({why})"
+        if self.transcript_error not in (None, ASRErrorCode.NO_AUDIO_STREAM.value):
+            return f"speech not transcribed ({self.transcript_error})"
+        return None
+
 
 class MediaReport(msgspec.Struct, kw_only=True):
     """A post's media, item by item, plus the merged view plans consume (the same
@@ -81,6 +99,8 @@ class MediaReport(msgspec.Struct, kw_only=True):
     post_id: str
     items: list[ItemReport] = []
     nsfw_model: str = ""
+    over_cap: int = 0  # items beyond `pipeline.max_items_per_post`, never fetched
+    max_items: int = 0  # that cap, for the reason
 
     @property
     def nsfw(self) -> tuple[float, ...]:
@@ -101,6 +121,16 @@ class MediaReport(msgspec.Struct, kw_only=True):
     @property
     def errors(self) -> tuple[str, ...]:
         return tuple(f"{i.url}: {e}" for i in self.items for e in [i.error, *i.warnings] if e)
+
+    @property
+    def unchecked(self) -> tuple[str, ...]:
+        """One line per item that was not checked, saying which and why; items over the
+        per-post cap are summed up in one line (a post may name thousands)."""
+        lines = [f"{i.url}: {why}" for i in self.items if (why := i.unchecked) is not None]
+        if self.over_cap:
+            lines.append(f"{self.over_cap} more media item(s) not fetched: over the cap of "
+                         f"{self.max_items} per post")
+        return tuple(lines)
 
 
 @dataclass(eq=False)
@@ -334,7 +364,7 @@ class MediaPipeline:
         try:
             scores = await self.nsfw.classify_images([str(p) for p in job.views])
         except GrebeError as exc:
-            job.report.warnings.append(f"nsfw: {exc}")
+            job.report.warnings.append(f"{WARN_NSFW}: {exc}")
             return
         job.report.nsfw = [float(s.get(NSFW_LABEL, 0.0)) for s in scores]
 
@@ -346,7 +376,7 @@ class MediaPipeline:
         try:
             job.report.ocr_text = (await self.ocr.read_text(str(view))).strip()
         except GrebeError as exc:
-            job.report.warnings.append(f"ocr: {exc}")
+            job.report.warnings.append(f"{WARN_OCR}: {exc}")
 
     async def _transcribe(self, job: _Job) -> None:
         if self.asr is None or job.report.kind not in (KIND_VIDEO, KIND_AUDIO):
