@@ -6,15 +6,19 @@ each item and why, and `post_safety` never says `safe` while any item went unche
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from pathlib import Path
 
 from grebe.core.planmaster import PlanMaster
+from grebe.errors import MediaError
 from grebe.flows import registry, shared
 from grebe.flows.models import PipelineHydrator
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import FlowSettings
 from grebe.inference.fakes import ConstantImageClassifier
 from grebe.media.config import MediaConfig, PipelineConfig
+from grebe.media.fetch import FetchedMedia, MediaFetcher
 from grebe.media.pipeline import MediaPipeline
 from grebe.stores.base import MemoryStore
 from grebe.types import Media, TaskStatus
@@ -106,3 +110,44 @@ async def test_reason_names_the_first_items_and_counts_the_rest() -> None:
     reason = out["post_safety"].reasons[shared.LABEL_MEDIA_UNCHECKED]
     assert "https://x/7.png" in reason and "https://x/8.png" not in reason
     assert reason.endswith("... and 12 more")
+
+
+class SlowFetcher(MediaFetcher):
+    """A fetch that takes a while and counts how many were started (a unit-test double:
+    what matters here is whether jobs start after the caller gave up)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = 0
+
+    async def fetch(self, url: str, dest_dir: Path) -> FetchedMedia:
+        self.started += 1
+        await asyncio.sleep(0.5)
+        raise MediaError(f"slow fetch of {url} gave nothing")
+
+
+async def test_a_payload_given_up_cancels_its_media_jobs(tmp_path: Path) -> None:
+    config = MediaConfig(pipeline=PipelineConfig(asr=False, max_items_per_post=64))
+    fetcher = SlowFetcher()
+    pipeline = MediaPipeline(config, fetcher=fetcher, work_root=tmp_path)
+    hydrator = PipelineHydrator(pipeline)
+    services = registry.assemble(FlowSettings.from_section(None), models=fake_models(),
+                                 store=MemoryStore(), media=hydrator)
+    await hydrator.start()
+    try:
+        post = payload("forty photos", media=tuple(
+            Media(kind="image", url=f"https://cdn.example/{i}.png") for i in range(40)))
+        run = asyncio.create_task(PlanMaster(registry.PLANS, services=services).run_plans(post))
+        async with asyncio.timeout(10):
+            while fetcher.started < config.pipeline.download_workers:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        run.cancel()  # the engine gives up on the payload (deadline, shutdown)
+        with contextlib.suppress(asyncio.CancelledError):
+            await run
+        async with asyncio.timeout(10):
+            while pipeline._jobs:  # noqa: ASYNC110  # the job set has no event
+                await asyncio.sleep(0.01)
+        # 40 fetches at 4 at a time would take 5 s; only the first round ever started.
+        assert fetcher.started == config.pipeline.download_workers
+    finally:
+        await hydrator.stop()

@@ -18,8 +18,8 @@ import numpy as np
 
 from grebe import codec
 from grebe.core.task import SkipTask, TaskContext, TaskSpec
-from grebe.flows.services import FlowServices, MediaFacts, first
-from grebe.types import Annotation
+from grebe.flows.services import FlowServices, MediaFacts, MediaHydrator, first
+from grebe.types import Annotation, Post
 
 T = TypeVar("T")
 
@@ -171,11 +171,30 @@ async def hydrate_media(ctx: TaskContext) -> MediaFacts:
         facts = MediaFacts(unchecked=tuple(f"{m.url}: {NO_MEDIA_SERVICE}" for m in post.media))
     else:
         key = f"{KEY_MEDIA}:{digest('|'.join(m.url for m in post.media))}"
-        facts = await shared(ctx, key, lambda: media.hydrate(post))
+        facts = await _hydrate_once(ctx, key, media, post)
     if facts.transcript:
         ctx.output.transcript = facts.transcript
     flag_unchecked_media(ctx, facts)
     return facts
+
+
+async def _hydrate_once(ctx: TaskContext, key: str, media: MediaHydrator,
+                        post: Post) -> MediaFacts:
+    """Like `shared()`, but the hydration runs in the payload memo only, never as a
+    cache-owned task: when the payload is given up (timeout, deadline, shutdown) the memo
+    is closed, which cancels the hydration and with it the post's media jobs. Only a
+    finished result is put in the cross-payload cache."""
+    cache = services_of(ctx).cache
+    cached: MediaFacts | None = cache.get(key)
+    if cached is not None:
+        return cached
+
+    async def compute() -> MediaFacts:
+        facts = await media.hydrate(post)
+        cache.put(key, facts)
+        return facts
+
+    return await ctx.memo.get_or_compute(key, compute)
 
 
 def flag_unchecked_media(ctx: TaskContext, facts: MediaFacts) -> None:

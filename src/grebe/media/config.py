@@ -71,6 +71,9 @@ class PipelineConfig(_Section):
     ocr: bool = True
     nsfw: bool = True
     asr: bool = True
+    # A post naming more media than this has the rest reported as unchecked (never
+    # fetched): one post must not occupy every download worker for minutes.
+    max_items_per_post: int = Field(default=16, ge=1)
 
 
 class MediaConfig(_Section):

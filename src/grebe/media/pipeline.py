@@ -142,6 +142,8 @@ class _Job:
     fetched: FetchedMedia | None = None
     views: list[Path] = field(default_factory=list)  # image view or video frames
     has_audio: bool = False
+    cancelled: bool = False  # its caller gave up: skip it, or cancel the stage running it
+    step: asyncio.Future[None] | None = None  # the stage handler running it, if any
 
 
 class MediaPipeline:
@@ -230,18 +232,36 @@ class MediaPipeline:
         self._jobs.add(job)
         # Wait for room, unless stop() abandons the job first (then the put never lands).
         put = asyncio.ensure_future(self._queues[DOWNLOAD].put(job))
-        await asyncio.wait((put, job.future), return_when=asyncio.FIRST_COMPLETED)
-        if not put.done():
-            put.cancel()
-        self._observe_depth(DOWNLOAD)
-        # Shielded: a caller giving up must not strand a job half-way with its files.
-        return await asyncio.shield(job.future)
+        try:
+            await asyncio.wait((put, job.future), return_when=asyncio.FIRST_COMPLETED)
+            if not put.done():
+                put.cancel()
+            self._observe_depth(DOWNLOAD)
+            # Shielded: the job's own cleanup (its files) runs whatever the caller does.
+            return await asyncio.shield(job.future)
+        except asyncio.CancelledError:
+            # The caller gave up (plan timeout, deadline, shutdown): the work is wanted by
+            # nobody, so it stops — a queued job is skipped, a running stage cancelled.
+            if not put.done():
+                put.cancel()
+                await self._finish(job)
+            self._abandon(job)
+            raise
+
+    def _abandon(self, job: _Job) -> None:
+        job.cancelled = True
+        if job.step is not None and not job.step.done():
+            job.step.cancel()
 
     async def hydrate(self, post: Post) -> MediaReport:
-        """Every media item of the post, processed concurrently."""
-        items = await asyncio.gather(*(self.submit(post.id, m.url) for m in post.media))
+        """The post's media items, up to `pipeline.max_items_per_post`, processed
+        concurrently; the rest are counted in the report as unchecked, never fetched.
+        Cancelling this cancels the items' jobs."""
+        cap = self.config.pipeline.max_items_per_post
+        items = await asyncio.gather(*(self.submit(post.id, m.url) for m in post.media[:cap]))
         return MediaReport(post_id=post.id, items=list(items),
-                           nsfw_model=getattr(self.nsfw, "name", "") if self.nsfw else "")
+                           nsfw_model=getattr(self.nsfw, "name", "") if self.nsfw else "",
+                           over_cap=max(0, len(post.media) - cap), max_items=cap)
 
     async def scan(
         self,
@@ -272,15 +292,28 @@ class MediaPipeline:
         while True:
             job = await queue.get()
             self._observe_depth(stage)
+            if job.cancelled:  # its caller gave up while it waited: nothing to do
+                await self._finish(job)
+                queue.task_done()
+                continue
             started = time.monotonic()
             ok = True
+            job.step = asyncio.ensure_future(handler(job))
             try:
-                await handler(job)
+                await asyncio.wait((job.step,))
+            except asyncio.CancelledError:  # this worker is being stopped
+                job.step.cancel()
+                raise
+            try:
+                job.step.result()
+            except asyncio.CancelledError:
+                ok, job.report.error = False, f"{stage} cancelled: the caller gave up"
             except GrebeError as exc:
                 ok, job.report.error = False, str(exc)
             except Exception as exc:  # a bug or a library surprise: the item fails, not us
                 log.exception("media %s stage failed on %s", stage, job.report.url)
                 ok, job.report.error = False, f"{stage} failed: {type(exc).__name__}: {exc}"
+            job.step = None
             elapsed = time.monotonic() - started
             stats.processed += 1
             stats.errors += 0 if ok else 1
@@ -288,7 +321,7 @@ class MediaPipeline:
             stats.max_s = max(stats.max_s, elapsed)
             if self._metrics is not None:
                 self._metrics.finished(stage, elapsed, ok)
-            if ok and following is not None:
+            if ok and following is not None and not job.cancelled:
                 await self._queues[following].put(job)  # backpressure: waits for room
                 self._observe_depth(following)
             else:
