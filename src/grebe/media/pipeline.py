@@ -35,7 +35,7 @@ from grebe.media.dedup import HashEntry, NearDuplicateIndex, perceptual_hash
 from grebe.media.fetch import FetchedMedia, MediaFetcher
 from grebe.media.image import decode_image
 from grebe.media.metrics import MediaMetrics, StageStats
-from grebe.media.video import probe, sample_frames
+from grebe.media.video_sandbox import decode_video
 from grebe.types import Post
 
 log = logging.getLogger(__name__)
@@ -358,32 +358,30 @@ class MediaPipeline:
         if job.fetched.kind == KIND_IMAGE:
             await asyncio.to_thread(self._decode_image, job)
         else:
-            await asyncio.to_thread(self._decode_timed_media, job)
+            await self._decode_timed_media(job)
 
     def _decode_image(self, job: _Job) -> None:
         assert job.fetched is not None and job.workdir is not None
         cfg = self.config.image
         decoded = decode_image(job.fetched.path, max_pixels=cfg.max_pixels,
-                               max_side=cfg.view_max_side)
+                               max_side=cfg.view_max_side,
+                               max_decoded_bytes=cfg.max_decoded_bytes)
         view = job.workdir / "view.png"
         Image.fromarray(decoded.rgb).save(view)
         job.views = [view]
         job.report.width, job.report.height = decoded.width, decoded.height
 
-    def _decode_timed_media(self, job: _Job) -> None:
+    async def _decode_timed_media(self, job: _Job) -> None:
+        """Video and audio are vetted and decoded in a child process (memory limit,
+        timeouts; cancelled with the job), never in this one."""
         assert job.fetched is not None and job.workdir is not None
-        cfg = self.config.video
-        info = probe(job.fetched.path, max_duration_s=cfg.max_duration_s)
+        info = await decode_video(job.fetched.path, job.workdir, self.config.video)
         job.report.duration_s = info.duration_s
         job.report.width, job.report.height = info.width, info.height
         job.has_audio = info.has_audio
         if info.has_video:
-            frames = sample_frames(job.fetched.path, cfg.frames, max_side=cfg.frame_max_side)
-            for frame in frames:
-                path = job.workdir / f"frame-{frame.index:03d}.png"
-                Image.fromarray(frame.rgb).save(path)
-                job.views.append(path)
-            job.report.frames = len(frames)
+            job.views = list(info.frames)
+            job.report.frames = len(info.frames)
             job.report.kind = KIND_VIDEO
         else:
             job.report.kind = KIND_AUDIO
