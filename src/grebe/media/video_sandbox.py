@@ -8,12 +8,13 @@ Each video is therefore opened, vetted and sampled by a short-lived child proces
 - the child sets RLIMIT_AS to `video.decode_memory_mb` before importing the decoders, so
   an allocation past it fails inside the child (reported as "too large"), never in the
   engine, and the machine keeps its memory;
-- the parent gives it `video.probe_timeout_s` to start, open the container and pass the
-  frame caps (its first line of output), then `video.decode_timeout_s` for the frames,
-  and kills it past either, or when the caller gives up (cancellation).
+- the parent gives it `video.probe_timeout_s` to open the container and pass the frame
+  caps, and `video.decode_timeout_s` to start (a busy host starts interpreters slowly)
+  and to sample the frames; it kills it past either, or when the caller gives up.
 
 The child writes the sampled frames as PNGs into the item's work dir and reports on
-stdout, one JSON object a line: the probe (or an error), then the frame files.
+stdout, one JSON object a line: ready (limit set, decoders imported), the probe (or an
+error), then the frame files.
 """
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ import resource
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grebe.errors import MediaError, MediaTooLargeError
-from grebe.media.config import VideoConfig
+
+if TYPE_CHECKING:  # the child imports this module: keep its start light (no pydantic)
+    from grebe.media.config import VideoConfig
 
 #: Environment for the child: one thread for BLAS and few malloc arenas, because every
 #: thread's arena and stack counts against the address-space limit.
@@ -73,6 +76,15 @@ async def decode_video(path: Path, workdir: Path, config: VideoConfig) -> Decode
         )
     assert proc.stdout is not None
     try:
+        # Starting an interpreter and importing the decoders is not the file's doing and
+        # can be slow on a busy host: it gets the decode allowance, not the probe's.
+        try:
+            async with asyncio.timeout(config.decode_timeout_s):
+                ready = await proc.stdout.readline()
+        except TimeoutError:
+            raise MediaError(f"the decoder process for {path} did not start within "
+                             f"{config.decode_timeout_s:g}s (video.decode_timeout_s)") from None
+        _message(ready, proc, path, config, log_path)
         try:
             async with asyncio.timeout(config.probe_timeout_s):
                 first = await proc.stdout.readline()
@@ -155,6 +167,7 @@ def child_main(raw: str) -> int:
 
         from grebe.media import video
 
+        _emit({"ready": True})
         path, workdir = Path(request["path"]), Path(request["workdir"])
         limits = video.FrameLimits(**request["limits"])
         # First the container's own metadata, nothing decoded; then opened with decoders
