@@ -45,6 +45,7 @@ STAGES = (DOWNLOAD, DECODE, CLASSIFY, DEDUP)
 KIND_IMAGE, KIND_VIDEO, KIND_AUDIO = "image", "video", "audio"
 WARN_NSFW, WARN_OCR = "nsfw", "ocr"  # prefixes of model-failure warnings
 NO_NSFW_MODEL = "no NSFW model configured"
+NO_ASR = "no_asr_configured"  # transcript_error of speech that was not transcribed
 
 
 class DuplicateRef(msgspec.Struct, frozen=True, kw_only=True):
@@ -410,10 +411,13 @@ class MediaPipeline:
             job.report.warnings.append(f"{WARN_OCR}: {exc}")
 
     async def _transcribe(self, job: _Job) -> None:
-        if self.asr is None or job.report.kind not in (KIND_VIDEO, KIND_AUDIO):
+        if job.report.kind not in (KIND_VIDEO, KIND_AUDIO):
             return
         if not job.has_audio:
             job.report.transcript_error = ASRErrorCode.NO_AUDIO_STREAM.value
+            return
+        if self.asr is None:  # the speech is there and nobody listened: unchecked
+            job.report.transcript_error = NO_ASR
             return
         assert job.fetched is not None
         # Keyed by URL: the same video reposted by many posts is transcribed once.

@@ -245,7 +245,7 @@ def extract_audio(
     ffmpeg fails (corrupt input)."""
     src, dst = Path(src).resolve(), Path(dst).resolve()
     try:
-        if not probe(src).has_audio:
+        if not probe(src, decoders=False).has_audio:  # metadata only: decode nothing here
             return AudioResult.none()
     except MediaTooLargeError:
         raise
