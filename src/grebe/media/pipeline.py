@@ -35,7 +35,7 @@ from grebe.media.dedup import HashEntry, NearDuplicateIndex, perceptual_hash
 from grebe.media.fetch import FetchedMedia, MediaFetcher
 from grebe.media.image import decode_image
 from grebe.media.metrics import MediaMetrics, StageStats
-from grebe.media.video_sandbox import decode_video
+from grebe.media.video_sandbox import FRAME_PNG_LEVEL, decode_video
 from grebe.types import Post
 
 log = logging.getLogger(__name__)
@@ -368,7 +368,7 @@ class MediaPipeline:
                                max_side=cfg.view_max_side,
                                max_decoded_bytes=cfg.max_decoded_bytes)
         view = job.workdir / "view.png"
-        Image.fromarray(decoded.rgb).save(view)
+        Image.fromarray(decoded.rgb).save(view, compress_level=FRAME_PNG_LEVEL)
         job.views = [view]
         job.report.width, job.report.height = decoded.width, decoded.height
 

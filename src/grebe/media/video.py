@@ -11,13 +11,20 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 import av
-import numpy as np
 
 from grebe.errors import MediaError, MediaTooLargeError
+
+if TYPE_CHECKING:  # the decoding child imports this module; numpy is a second to import
+    import numpy as np
+    from PIL import Image
+
+T = TypeVar("T")
 
 FFMPEG = "ffmpeg"
 ASR_SAMPLE_RATE = 16_000
@@ -189,6 +196,23 @@ def sample_frames(path: str | Path, count: int, *, max_side: int = 512,
     gives the same frames whether it got there by seeking or by decoding through. A
     decoded frame bigger than `max_frame_pixels` (its bitstream contradicting the
     container) stops sampling; `threads` caps decoder threads (0: FFmpeg's choice)."""
+    sampled = _sample(path, count, max_side, max_frame_pixels, threads,
+                      lambda frame, w, h: frame.to_ndarray(format="rgb24", width=w, height=h))
+    return [SampledFrame(index=i, time_s=t, rgb=rgb) for i, t, rgb in sampled]
+
+
+def sample_images(path: str | Path, count: int, *, max_side: int = 512,
+                  max_frame_pixels: int | None = None,
+                  threads: int = 0) -> list[tuple[int, float, Image.Image]]:
+    """`sample_frames` as (index, time, RGB PIL image): what the decoding child saves,
+    without importing numpy (a second of start-up on a busy host)."""
+    return _sample(path, count, max_side, max_frame_pixels, threads,
+                   lambda frame, w, h: frame.to_image(width=w, height=h))
+
+
+def _sample(path: str | Path, count: int, max_side: int, max_frame_pixels: int | None,
+            threads: int, convert: Callable[[av.VideoFrame, int, int], T],
+            ) -> list[tuple[int, float, T]]:
     if count < 1:
         raise ValueError("count must be >= 1")
     container = _open(path)
@@ -204,7 +228,7 @@ def sample_frames(path: str | Path, count: int, *, max_side: int = 512,
         if not duration or time_base is None:
             raise MediaError(f"{path} has no usable duration or time base")
         targets = sample_times(duration, count)
-        out: list[SampledFrame] = []
+        out: list[tuple[int, float, T]] = []
         frames = None
         position = -1.0
         for index, target in enumerate(targets):
@@ -224,8 +248,7 @@ def sample_frames(path: str | Path, count: int, *, max_side: int = 512,
                     f"{path} decodes to {chosen.width}x{chosen.height} frames, over the cap "
                     f"of {max_frame_pixels} pixels (video.max_frame_pixels)")
             width, height = _scaled(chosen.width, chosen.height, max_side)
-            rgb = chosen.to_ndarray(format="rgb24", width=width, height=height)
-            out.append(SampledFrame(index=index, time_s=position, rgb=rgb))
+            out.append((index, position, convert(chosen, width, height)))
         if not out:
             raise MediaError(f"no frame could be decoded from {path}")
         return out
