@@ -76,34 +76,21 @@ async def decode_video(path: Path, workdir: Path, config: VideoConfig) -> Decode
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=log,
             env={**os.environ, **_CHILD_ENV},
         )
-    assert proc.stdout is not None
     try:
         # Starting an interpreter and importing the decoders is not the file's doing and
         # can be slow on a busy host: it gets the decode allowance, not the probe's.
-        try:
-            async with asyncio.timeout(config.decode_timeout_s):
-                ready = await proc.stdout.readline()
-        except TimeoutError:
-            raise MediaError(f"the decoder process for {path} did not start within "
-                             f"{config.decode_timeout_s:g}s (video.decode_timeout_s)") from None
-        _message(ready, proc, path, config, log_path)
-        try:
-            async with asyncio.timeout(config.probe_timeout_s):
-                first = await proc.stdout.readline()
-        except TimeoutError:
-            raise MediaError(f"probing {path} took longer than {config.probe_timeout_s:g}s "
-                             "(video.probe_timeout_s)") from None
-        probed = _message(first, proc, path, config, log_path)
+        await _next(proc, config.decode_timeout_s, path, config, log_path,
+                    f"the decoder process for {path} did not start within "
+                    f"{config.decode_timeout_s:g}s (video.decode_timeout_s)")
+        probed = await _next(proc, config.probe_timeout_s, path, config, log_path,
+                             f"probing {path} took longer than {config.probe_timeout_s:g}s "
+                             "(video.probe_timeout_s)")
         frames: list[Path] = []
         if probed["probe"]["has_video"]:
-            try:
-                async with asyncio.timeout(config.decode_timeout_s):
-                    second = await proc.stdout.readline()
-            except TimeoutError:
-                raise MediaError(f"decoding {path} took longer than "
-                                 f"{config.decode_timeout_s:g}s (video.decode_timeout_s)"
-                                 ) from None
-            frames = [Path(p) for p in _message(second, proc, path, config, log_path)["frames"]]
+            sampled = await _next(proc, config.decode_timeout_s, path, config, log_path,
+                                  f"decoding {path} took longer than "
+                                  f"{config.decode_timeout_s:g}s (video.decode_timeout_s)")
+            frames = [Path(p) for p in sampled["frames"]]
         info = probed["probe"]
         return DecodedVideo(
             duration_s=float(info["duration_s"]), width=int(info["width"]),
@@ -118,9 +105,23 @@ async def decode_video(path: Path, workdir: Path, config: VideoConfig) -> Decode
         log_path.unlink(missing_ok=True)
 
 
-def _message(line: bytes, proc: asyncio.subprocess.Process, path: Path, config: VideoConfig,
-             log_path: Path) -> dict[str, Any]:
-    """One line of the child's report; an error line or a dead child becomes the error."""
+async def _next(proc: asyncio.subprocess.Process, timeout_s: float, path: Path,
+                config: VideoConfig, log_path: Path, too_slow: str) -> dict[str, Any]:
+    """The child's next report line within `timeout_s`; an error line, a dead child or
+    garbage becomes the item's error."""
+    assert proc.stdout is not None
+    try:
+        async with asyncio.timeout(timeout_s):
+            line = await proc.stdout.readline()
+            if not line:
+                await proc.wait()
+    except TimeoutError:
+        raise MediaError(too_slow) from None
+    return _parse(line, proc, path, config, log_path)
+
+
+def _parse(line: bytes, proc: asyncio.subprocess.Process, path: Path, config: VideoConfig,
+           log_path: Path) -> dict[str, Any]:
     if not line:
         # No line: the child died (a signal, or the limit hit where Python could not
         # even report it). Its stderr says what it managed to.
@@ -129,7 +130,11 @@ def _message(line: bytes, proc: asyncio.subprocess.Process, path: Path, config: 
             raise MediaTooLargeError(_over_memory(path, config))
         raise MediaError(f"decoding {path} failed: the decoder process exited "
                          f"({proc.returncode}) {tail}".strip())
-    message: dict[str, Any] = json.loads(line)
+    try:
+        message: dict[str, Any] = json.loads(line)
+    except ValueError as exc:
+        raise MediaError(f"decoding {path} failed: unreadable report from the decoder "
+                         f"process: {line[:200]!r}") from exc
     if "error" in message:
         if message.get("memory"):
             raise MediaTooLargeError(_over_memory(path, config))
