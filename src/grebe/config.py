@@ -71,6 +71,12 @@ class LocalBrokerConfig(Section):
     partitions: int = Field(default=C.DEFAULT_LOCAL_PARTITIONS, ge=1, le=255)
     synchronous: Literal["NORMAL", "FULL"] = C.DEFAULT_LOCAL_SYNCHRONOUS
     commit_interval_s: float = Field(default=C.DEFAULT_COMMIT_INTERVAL_S, ge=0)
+    # Retention (brokers/local_retention.py): never past a consumer group's uncommitted
+    # offset; None turns a limit off. Dead letters are exempt unless listed otherwise.
+    retention_s: float | None = Field(default=C.DEFAULT_LOCAL_RETENTION_S, gt=0)
+    retention_bytes: int | None = Field(default=None, gt=0)  # per partition
+    retention_interval_s: float = Field(default=C.DEFAULT_LOCAL_RETENTION_INTERVAL_S, gt=0)
+    retention_exempt: list[str] | None = None  # default: the dead-letter topic
 
 
 class KafkaTopicConfig(Section):
