@@ -1,0 +1,118 @@
+"""Kafka security (SASL PLAIN/SCRAM, TLS, mTLS) for every aiokafka client grebe builds.
+
+One place turns the `kafka:` settings into client keyword arguments, so the consumer
+sources, producers (output, dead letters, `grebe ingest`, the API intake), the admin
+client (`grebe topics`, start-up topic checks) and `grebe dlq` all connect the same way:
+a client built without them would reach a secured cluster's PLAINTEXT port or none.
+
+Settings that would silently do nothing, or fail only at the first connection, are
+refused when the config loads (`security_problems`, called by `KafkaConfig`): SASL
+without a mechanism or credentials, SASL settings on a protocol without SASL, TLS files
+on a protocol without TLS, files that do not exist. The password is a `SecretStr`: it
+never appears in a repr, a dumped config, a validation error or a log line; the only
+place it is unwrapped is the keyword argument handed to aiokafka.
+"""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from grebe.errors import ConfigError
+
+if TYPE_CHECKING:
+    from grebe.config import KafkaConfig
+
+_SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+_TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+_TLS_FILES = ("ssl_cafile", "ssl_certfile", "ssl_keyfile")
+
+
+def uses_sasl(config: KafkaConfig) -> bool:
+    return config.security_protocol in _SASL_PROTOCOLS
+
+
+def uses_tls(config: KafkaConfig) -> bool:
+    return config.security_protocol in _TLS_PROTOCOLS
+
+
+def security_problems(config: KafkaConfig) -> list[str]:
+    """Every inconsistent security setting, each naming its `kafka.` field (empty: fine)."""
+    problems: list[str] = []
+    protocol = config.security_protocol
+    if uses_sasl(config):
+        if config.sasl_mechanism is None:
+            problems.append(f"kafka.sasl_mechanism is required with security_protocol "
+                            f"{protocol} (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)")
+        if not config.sasl_username:
+            problems.append(f"kafka.sasl_username is required with security_protocol {protocol}")
+        if config.sasl_password is None or not config.sasl_password.get_secret_value():
+            problems.append(f"kafka.sasl_password is required with security_protocol "
+                            f"{protocol} (e.g. from GREBE_KAFKA__SASL_PASSWORD)")
+    else:
+        for field in ("sasl_mechanism", "sasl_username", "sasl_password"):
+            if getattr(config, field) is not None:
+                problems.append(f"kafka.{field} is set but security_protocol {protocol} does "
+                                "not use SASL (SASL_PLAINTEXT or SASL_SSL)")
+    if uses_tls(config):
+        if config.ssl_keyfile is not None and config.ssl_certfile is None:
+            problems.append("kafka.ssl_keyfile is set without kafka.ssl_certfile (the client "
+                            "certificate it belongs to)")
+        for field in _TLS_FILES:
+            path: Path | None = getattr(config, field)
+            if path is not None and not path.is_file():
+                problems.append(f"kafka.{field}: file {str(path)!r} does not exist")
+    else:
+        for field in (*_TLS_FILES, "ssl_key_password"):
+            if getattr(config, field) is not None:
+                problems.append(f"kafka.{field} is set but security_protocol {protocol} does "
+                                "not use TLS (SSL or SASL_SSL)")
+    return problems
+
+
+def ssl_context(config: KafkaConfig) -> ssl.SSLContext:
+    """A client TLS context: the brokers verified against `ssl_cafile` (or the system
+    CAs), hostnames checked unless `ssl_check_hostname` is off, and the client
+    certificate presented when `ssl_certfile` is set (mTLS). A file that is not valid
+    PEM is a ConfigError naming the field, not a handshake failure later."""
+    try:
+        context = ssl.create_default_context(
+            ssl.Purpose.SERVER_AUTH,
+            cafile=str(config.ssl_cafile) if config.ssl_cafile else None,
+        )
+    except (ssl.SSLError, OSError) as exc:
+        raise ConfigError(f"kafka.ssl_cafile {str(config.ssl_cafile)!r}: not a usable CA "
+                          f"bundle: {exc}") from exc
+    context.check_hostname = config.ssl_check_hostname
+    if config.ssl_certfile is not None:
+        password = config.ssl_key_password
+        try:
+            context.load_cert_chain(
+                str(config.ssl_certfile),
+                str(config.ssl_keyfile) if config.ssl_keyfile else None,
+                password.get_secret_value() if password else None,
+            )
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigError(
+                f"kafka.ssl_certfile {str(config.ssl_certfile)!r} / kafka.ssl_keyfile "
+                f"{str(config.ssl_keyfile)!r}: not a usable certificate and key: {exc}"
+            ) from exc
+    return context
+
+
+def kafka_client_kwargs(config: KafkaConfig) -> dict[str, Any]:
+    """The connection keyword arguments of every aiokafka client (consumer, producer,
+    admin): bootstrap servers and security. Raises ConfigError for unusable TLS files."""
+    kwargs: dict[str, Any] = {
+        "bootstrap_servers": config.bootstrap_servers,
+        "security_protocol": config.security_protocol,
+    }
+    if uses_tls(config):
+        kwargs["ssl_context"] = ssl_context(config)
+    if uses_sasl(config):
+        password = config.sasl_password
+        kwargs["sasl_mechanism"] = config.sasl_mechanism
+        kwargs["sasl_plain_username"] = config.sasl_username
+        kwargs["sasl_plain_password"] = password.get_secret_value() if password else None
+    return kwargs
