@@ -44,7 +44,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 
 from grebe import constants as C
-from grebe.brokers.kafka_security import kafka_client_kwargs
+from grebe.brokers.kafka_security import kafka_client_kwargs, raise_if_refused
 from grebe.config import KafkaConfig
 from grebe.core.backoff import Backoff
 from grebe.core.offsets import OffsetTracker
@@ -96,6 +96,7 @@ class KafkaProducer:
             await producer.start()
         except KafkaError as exc:
             await producer.stop()
+            await raise_if_refused(self._config, exc)
             raise BrokerError(
                 f"cannot connect to Kafka at {self._config.bootstrap_servers}: {exc}"
             ) from exc
@@ -166,6 +167,7 @@ async def create_topic(
                 raise BrokerError(f"Kafka topic {name!r} has no leaders after 30s")
             await asyncio.sleep(0.05)
     except KafkaError as exc:
+        await raise_if_refused(as_kafka_config(cluster), exc)
         raise BrokerError(f"Kafka admin at {bootstrap_servers}: {exc}") from exc
     finally:
         await admin.close()
@@ -185,6 +187,7 @@ async def delete_topic(cluster: KafkaConfig | str, name: str) -> None:
         await admin.start()
         await admin.delete_topics([name])
     except KafkaError as exc:
+        await raise_if_refused(as_kafka_config(cluster), exc)
         raise BrokerError(f"Kafka admin at {as_kafka_config(cluster).bootstrap_servers}: "
                           f"{exc}") from exc
     finally:
@@ -282,6 +285,7 @@ class KafkaSource:
             await self._dead_letters.start()
         except (KafkaError, BrokerError) as exc:
             await consumer.stop()
+            await raise_if_refused(config, exc)
             raise BrokerError(
                 f"{self.name}: cannot consume Kafka topic {self.topic!r} at "
                 f"{config.bootstrap_servers}: {exc}"

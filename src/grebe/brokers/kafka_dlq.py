@@ -27,7 +27,7 @@ from aiokafka.errors import KafkaError
 from grebe import constants as C
 from grebe.brokers.dead_letters import ReplayReport, Router, StoredDeadLetter
 from grebe.brokers.kafka import KafkaProducer, topic_partitions
-from grebe.brokers.kafka_security import kafka_client_kwargs
+from grebe.brokers.kafka_security import kafka_client_kwargs, raise_if_refused
 from grebe.config import KafkaConfig
 from grebe.errors import BrokerError
 
@@ -89,6 +89,7 @@ class KafkaDeadLetters:
                             record.offset < replayed_to,
                         )))
         except KafkaError as exc:
+            await raise_if_refused(self._config, exc)
             raise BrokerError(f"Kafka at {self._config.bootstrap_servers}: {exc}") from exc
         finally:
             await consumer.stop()
@@ -149,6 +150,7 @@ class _ReplayMember:
                         await self._one(tp.partition, record.offset, record.value)
                 await self._commit()
         except KafkaError as exc:
+            await raise_if_refused(self._access._config, exc)
             raise BrokerError(f"Kafka at {self._access._config.bootstrap_servers}: {exc}"
                               ) from exc
         finally:

@@ -19,6 +19,16 @@ import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aiokafka.conn import create_conn
+from aiokafka.errors import (
+    AuthenticationFailedError,
+    KafkaConnectionError,
+    KafkaError,
+    SaslAuthenticationFailed,
+    UnsupportedSaslMechanismError,
+)
+
+from grebe import constants as C
 from grebe.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -116,3 +126,38 @@ def kafka_client_kwargs(config: KafkaConfig) -> dict[str, Any]:
         kwargs["sasl_plain_username"] = config.sasl_username
         kwargs["sasl_plain_password"] = password.get_secret_value() if password else None
     return kwargs
+
+
+async def raise_if_refused(config: KafkaConfig, exc: BaseException) -> None:
+    """Raise a ConfigError naming the fields when the broker refused our credentials or
+    our TLS settings; return (the caller raises its BrokerError) otherwise.
+
+    aiokafka reports a failed bootstrap as "Unable to bootstrap from [...]" and only logs
+    why, so a wrong password reads like a broker that is down, and a retrying caller
+    would retry forever. One direct connection to the first bootstrap server, with the
+    same settings, brings the reason back: a refused login or an untrusted certificate
+    is a configuration error (retrying cannot fix it), anything else stays a broker
+    fault. The password is never part of the message."""
+    if not isinstance(exc, KafkaConnectionError) or config.security_protocol == "PLAINTEXT":
+        return
+    host, _, port = config.bootstrap_servers.split(",")[0].strip().rpartition(":")
+    kwargs = kafka_client_kwargs(config)
+    del kwargs["bootstrap_servers"]
+    try:
+        conn = await create_conn(host, int(port), request_timeout_ms=C.KAFKA_PROBE_TIMEOUT_MS,
+                                 **kwargs)
+    except (SaslAuthenticationFailed, AuthenticationFailedError,
+            UnsupportedSaslMechanismError) as refused:
+        raise ConfigError(
+            f"Kafka at {config.bootstrap_servers} refused the SASL login of "
+            f"kafka.sasl_username {config.sasl_username!r} with kafka.sasl_mechanism "
+            f"{config.sasl_mechanism} (check kafka.sasl_password): {refused}") from exc
+    except ssl.SSLCertVerificationError as untrusted:
+        raise ConfigError(
+            f"Kafka at {config.bootstrap_servers}: its TLS certificate is not trusted "
+            f"(kafka.ssl_cafile {str(config.ssl_cafile) if config.ssl_cafile else 'unset'}, "
+            f"kafka.ssl_check_hostname {config.ssl_check_hostname}): "
+            f"{untrusted.verify_message}") from exc
+    except (OSError, KafkaError, TimeoutError, ValueError):
+        return  # down, unreachable, or closed on us: a broker fault, as reported
+    conn.close()

@@ -23,6 +23,7 @@ from aiokafka.errors import KafkaError
 
 from grebe import constants as C
 from grebe.brokers.kafka import admin_client, as_kafka_config, create_topic
+from grebe.brokers.kafka_security import raise_if_refused
 from grebe.config import KafkaConfig
 from grebe.errors import BrokerError, ConfigError
 
@@ -103,6 +104,7 @@ async def describe_existing(cluster: KafkaConfig | str, names: Sequence[str]
         wanted = [name for name in dict.fromkeys(names) if name in existing]
         described = await admin.describe_topics(wanted) if wanted else []
     except KafkaError as exc:
+        await raise_if_refused(as_kafka_config(cluster), exc)
         raise BrokerError(f"Kafka admin at {bootstrap_servers}: {exc}") from exc
     finally:
         await admin.close()
