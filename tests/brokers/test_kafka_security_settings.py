@@ -79,7 +79,7 @@ def test_inconsistent_security_is_a_config_error_naming_the_field(
 
 
 def test_unknown_mechanism_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="kafka.sasl_mechanism"):
+    with pytest.raises(ConfigError, match=r"kafka\.sasl_mechanism"):
         _load(tmp_path, {"security_protocol": "SASL_SSL", "sasl_mechanism": "GSSAPI",
                          "sasl_username": "u", "sasl_password": PASSWORD})
 
