@@ -457,7 +457,7 @@ kafka_status() {
   local secure="no SASL_SSL/mTLS listeners: run up kafka"
   kafka_secure_listeners && secure="SASL_SSL $KAFKA_SASL_SSL_PORT, mTLS $KAFKA_MTLS_PORT"
   if pid=$(kafka_pid) && port_open "$KAFKA_PORT"; then echo "kafka     up    $HOST:$KAFKA_PORT (pid $pid; $secure)"
-  elif port_open "$KAFKA_PORT"; then echo "kafka     up    $HOST:$KAFKA_PORT (not started by this script)"
+  elif port_open "$KAFKA_PORT"; then echo "kafka     up    $HOST:$KAFKA_PORT (not started by this script; $secure)"
   else echo "kafka     down"; fi
 }
 
