@@ -193,9 +193,24 @@ async def test_wrong_password_is_a_clear_config_error_at_once(
     assert WRONG_PASSWORD not in caplog.text
 
 
-async def test_mtls_without_a_client_certificate_is_refused(secure_listeners: None) -> None:
-    with pytest.raises(BrokerError, match=f"{HOST}:{MTLS_PORT}"):
+async def test_mtls_without_a_client_certificate_is_a_config_error(
+    secure_listeners: None
+) -> None:
+    with pytest.raises(ConfigError, match=r"refused the TLS client certificate "
+                                          r"\(kafka\.ssl_certfile unset\)"):
         await create_topic(mtls_config(with_certificate=False), "never-made", 1)
+
+
+async def test_a_broker_that_is_down_stays_a_broker_error(secure_listeners: None) -> None:
+    """Only a refusal is a config error: a closed port is a broker fault (retried)."""
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind((HOST, 0))
+        port = sock.getsockname()[1]
+    config = sasl_config().model_copy(update={"bootstrap_servers": f"{HOST}:{port}"})
+    with pytest.raises(BrokerError, match=f"{HOST}:{port}"):
+        await KafkaProducer(config).start()
 
 
 async def test_an_untrusted_broker_certificate_is_a_config_error(

@@ -37,6 +37,12 @@ if TYPE_CHECKING:
 _SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 _TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 _TLS_FILES = ("ssl_cafile", "ssl_certfile", "ssl_keyfile")
+#: TLS alerts a broker sends when it refuses the client's certificate, or its absence
+#: (TLS 1.2 and 1.3 spellings, as OpenSSL names them).
+_CLIENT_CERT_ALERTS = frozenset({
+    "SSLV3_ALERT_BAD_CERTIFICATE", "TLSV13_ALERT_CERTIFICATE_REQUIRED",
+    "TLSV1_ALERT_UNKNOWN_CA", "SSLV3_ALERT_CERTIFICATE_UNKNOWN",
+})
 
 
 def uses_sasl(config: KafkaConfig) -> bool:
@@ -129,8 +135,9 @@ def kafka_client_kwargs(config: KafkaConfig) -> dict[str, Any]:
 
 
 async def raise_if_refused(config: KafkaConfig, exc: BaseException) -> None:
-    """Raise a ConfigError naming the fields when the broker refused our credentials or
-    our TLS settings; return (the caller raises its BrokerError) otherwise.
+    """Raise a ConfigError naming the fields when the broker refused our credentials,
+    our client certificate or its own certificate failed our checks; return (the caller
+    raises its BrokerError) otherwise.
 
     aiokafka reports a failed bootstrap as "Unable to bootstrap from [...]" and only logs
     why, so a wrong password reads like a broker that is down, and a retrying caller
@@ -158,6 +165,15 @@ async def raise_if_refused(config: KafkaConfig, exc: BaseException) -> None:
             f"(kafka.ssl_cafile {str(config.ssl_cafile) if config.ssl_cafile else 'unset'}, "
             f"kafka.ssl_check_hostname {config.ssl_check_hostname}): "
             f"{untrusted.verify_message}") from exc
+    except KafkaConnectionError as closed:
+        alert = closed.__cause__
+        if isinstance(alert, ssl.SSLError) and alert.reason in _CLIENT_CERT_ALERTS:
+            certfile = str(config.ssl_certfile) if config.ssl_certfile else "unset"
+            raise ConfigError(
+                f"Kafka at {config.bootstrap_servers} refused the TLS client certificate "
+                f"(kafka.ssl_certfile {certfile}): the listener wants one signed by a CA "
+                f"it trusts (mTLS): {alert.reason}") from exc
+        return  # closed on us for another reason: a broker fault, as reported
     except (OSError, KafkaError, TimeoutError, ValueError):
-        return  # down, unreachable, or closed on us: a broker fault, as reported
+        return  # down or unreachable: a broker fault, as reported
     conn.close()
