@@ -35,6 +35,7 @@ KAFKA_TLS=$CACHE/kafka-tls  # test CA, broker keystore, client PEMs (tests read 
 KAFKA_TLS_PASS=grebe-tls  # of the broker's PKCS12 keystore and truststore (test only)
 KAFKA_SASL_USER=grebe  # the test listener's user, for PLAIN and both SCRAM mechanisms
 KAFKA_SASL_PASSWORD=grebe-secret
+KAFKA_SCRAM_MARKER=$KAFKA_HOME/data/.grebe-scram-users  # the storage has the SCRAM users
 KAFKA_LOG=$LOGS/kafka  # .log (log4j), .out (stdout); kafka-<port>.* for a scratch broker
 [ "$KAFKA_PORT" = 9092 ] || KAFKA_LOG=$LOGS/kafka-$KAFKA_PORT
 KAFKA_VERSION=${GREBE_KAFKA_VERSION:-3.9.1}
@@ -354,8 +355,12 @@ kafka_format() {
   [ -f "$KAFKA_HOME/data/meta.properties" ] && return 0
   log "kafka: formatting KRaft storage"
   local cluster_id; cluster_id=$(kafka_java kafka.tools.StorageTool random-uuid)
+  # Fresh storage gets the SCRAM users at format time (no extra JVM after start).
   kafka_java kafka.tools.StorageTool format -t "$cluster_id" -c "$KAFKA_HOME/server.properties" \
-    >"$LOGS/kafka-format.log" 2>&1 || { cat "$LOGS/kafka-format.log" >&2; die "kafka: format failed"; }
+    --add-scram "SCRAM-SHA-256=[name=$KAFKA_SASL_USER,password=$KAFKA_SASL_PASSWORD]" \
+    --add-scram "SCRAM-SHA-512=[name=$KAFKA_SASL_USER,password=$KAFKA_SASL_PASSWORD]" \
+    >"$KAFKA_LOG-format.log" 2>&1 || { cat "$KAFKA_LOG-format.log" >&2; die "kafka: format failed"; }
+  touch "$KAFKA_SCRAM_MARKER"
 }
 
 kafka_metadata() {  # a real metadata request, not just an open port
@@ -390,10 +395,9 @@ kafka_pid() {  # the pid of this checkout's broker (its command line names our c
 kafka_secure_listeners() { port_open "$KAFKA_SASL_SSL_PORT" && port_open "$KAFKA_MTLS_PORT"; }
 
 kafka_scram_users() {
-  # KRaft keeps SCRAM credentials in the cluster metadata: added once through the
-  # PLAINTEXT listener after start (works on storage formatted by an older script too).
-  local marker=$KAFKA_HOME/data/.grebe-scram-users
-  [ -f "$marker" ] && return 0
+  # KRaft keeps SCRAM credentials in the cluster metadata. Storage formatted by an
+  # older script has none: they are added once through the PLAINTEXT listener.
+  [ -f "$KAFKA_SCRAM_MARKER" ] && return 0
   log "kafka: adding SCRAM-SHA-256/512 user $KAFKA_SASL_USER"
   local mechanism
   for mechanism in SCRAM-SHA-256 SCRAM-SHA-512; do  # one per request (the API refuses two)
@@ -402,7 +406,7 @@ kafka_scram_users() {
       --add-config "$mechanism=[password=$KAFKA_SASL_PASSWORD]" >"$KAFKA_LOG-scram.log" 2>&1 \
       || { cat "$KAFKA_LOG-scram.log" >&2; die "kafka: adding $mechanism user failed"; }
   done
-  touch "$marker"
+  touch "$KAFKA_SCRAM_MARKER"
 }
 
 kafka_up() {
