@@ -124,3 +124,20 @@ def test_a_file_that_is_not_pem_is_a_config_error_naming_the_field(tmp_path: Pat
     config = _load(tmp_path, {"security_protocol": "SSL", "ssl_cafile": str(junk)})
     with pytest.raises(ConfigError, match=r"kafka\.ssl_cafile"):
         kafka_client_kwargs(config)
+
+
+def test_aiokafka_request_logs_never_carry_the_sasl_login(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """aiokafka logs each request at DEBUG; a PLAIN login's bytes hold the password."""
+    import logging
+
+    config = _load(tmp_path, {"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",
+                              "sasl_username": "grebe", "sasl_password": PASSWORD})
+    kafka_client_kwargs(config)  # what every client does before connecting
+    caplog.set_level(logging.DEBUG)
+    request = f"SaslAuthenticateRequest_v1(auth_bytes=b'\\x00grebe\\x00{PASSWORD}')"
+    logging.getLogger("aiokafka.conn").debug("Request to %s %d: %s", "broker:9094", 3, request)
+    logging.getLogger("aiokafka").error("Unable connect: %s", f"login {PASSWORD} refused")
+    assert PASSWORD not in caplog.text
+    assert "auth_bytes=<redacted>" in caplog.text and "login <redacted> refused" in caplog.text

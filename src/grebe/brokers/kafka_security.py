@@ -15,6 +15,8 @@ place it is unwrapped is the keyword argument handed to aiokafka.
 
 from __future__ import annotations
 
+import logging
+import re
 import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +45,46 @@ _CLIENT_CERT_ALERTS = frozenset({
     "SSLV3_ALERT_BAD_CERTIFICATE", "TLSV13_ALERT_CERTIFICATE_REQUIRED",
     "TLSV1_ALERT_UNKNOWN_CA", "SSLV3_ALERT_CERTIFICATE_UNKNOWN",
 })
+
+
+#: aiokafka logs every request at DEBUG, SASL ones included: a PLAIN login's auth bytes
+#: are `\0user\0password` in clear, a SCRAM one's carry the client proof.
+_AUTH_BYTES = re.compile(r"(auth_bytes=)b(['\"]).*?(?<!\\)\2")
+_AIOKAFKA_LOGGERS = ("aiokafka", "aiokafka.conn", "aiokafka.client")
+
+
+class SaslLogFilter(logging.Filter):
+    """Rewrites aiokafka's records so no SASL auth bytes or password reach a handler.
+
+    Attached to aiokafka's own loggers (a logger's filters see only records logged
+    there, and run before every handler, pytest's and the CLI's alike), so it holds
+    whatever the log level and handlers of the process are."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.secrets: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        scrubbed = _AUTH_BYTES.sub(r"\1<redacted>", message)
+        for secret in self.secrets:
+            scrubbed = scrubbed.replace(secret, "<redacted>")
+        if scrubbed != message:
+            record.msg, record.args = scrubbed, None
+        return True
+
+
+_LOG_FILTER = SaslLogFilter()
+
+
+def _guard_logs(password: str) -> None:
+    """Install the filter on aiokafka's loggers (once) and remember the password."""
+    if password:
+        _LOG_FILTER.secrets.add(password)
+    for name in _AIOKAFKA_LOGGERS:
+        logger = logging.getLogger(name)
+        if _LOG_FILTER not in logger.filters:
+            logger.addFilter(_LOG_FILTER)
 
 
 def uses_sasl(config: KafkaConfig) -> bool:
@@ -127,10 +169,11 @@ def kafka_client_kwargs(config: KafkaConfig) -> dict[str, Any]:
     if uses_tls(config):
         kwargs["ssl_context"] = ssl_context(config)
     if uses_sasl(config):
-        password = config.sasl_password
+        password = config.sasl_password.get_secret_value() if config.sasl_password else ""
+        _guard_logs(password)  # before any client can log a login
         kwargs["sasl_mechanism"] = config.sasl_mechanism
         kwargs["sasl_plain_username"] = config.sasl_username
-        kwargs["sasl_plain_password"] = password.get_secret_value() if password else None
+        kwargs["sasl_plain_password"] = password
     return kwargs
 
 
