@@ -224,6 +224,29 @@ async def test_an_untrusted_broker_certificate_is_a_config_error(
         await KafkaProducer(config).start()
 
 
+async def test_grebe_run_with_a_wrong_password_exits_1_naming_the_field(
+    secure_listeners: None, tmp_path: Path
+) -> None:
+    path = tmp_path / "grebe.yaml"
+    path.write_text(json.dumps({
+        "data_dir": str(tmp_path / "var"),
+        "streams": [{"name": "posts", "broker": "kafka", "topic": "any", "group": "g",
+                     "eligibilities": ["basic"]}],
+        "kafka": {"bootstrap_servers": f"{HOST}:{SASL_SSL_PORT}",
+                  "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
+                  "sasl_username": USER, "ssl_cafile": str(TLS / "ca.pem")},
+        "engine": {"processes": 0}, "metrics": {"enabled": False},
+    }))
+    env = {**os.environ, "GREBE_KAFKA__SASL_PASSWORD": WRONG_PASSWORD, "COLUMNS": "400"}
+    run = await asyncio.to_thread(
+        subprocess.run, [GREBE, "run", "-c", str(path), "--exit-when-done"],
+        capture_output=True, text=True, timeout=120, env=env)
+    log = run.stdout + run.stderr
+    assert run.returncode == 1, log[-4000:]
+    assert "refused the SASL login" in log and "kafka.sasl_password" in log
+    assert WRONG_PASSWORD not in log
+
+
 @pytest.mark.slow
 async def test_grebe_run_exit_when_done_on_a_sasl_ssl_stream(
     secure_listeners: None, tmp_path: Path
