@@ -8,9 +8,12 @@ a client built without them would reach a secured cluster's PLAINTEXT port or no
 Settings that would silently do nothing, or fail only at the first connection, are
 refused when the config loads (`security_problems`, called by `KafkaConfig`): SASL
 without a mechanism or credentials, SASL settings on a protocol without SASL, TLS files
-on a protocol without TLS, files that do not exist. The password is a `SecretStr`: it
-never appears in a repr, a dumped config, a validation error or a log line; the only
-place it is unwrapped is the keyword argument handed to aiokafka.
+on a protocol without TLS, files that do not exist. A broker refusing the login or a
+certificate is a ConfigError too (`raise_if_refused`), not an outage to retry.
+
+The password is a `SecretStr`: it never appears in a repr, a dumped config or a
+validation error; it is unwrapped only into the keyword argument handed to aiokafka,
+whose DEBUG request log would print a PLAIN login in clear (`SaslLogFilter` redacts it).
 """
 
 from __future__ import annotations
@@ -20,15 +23,6 @@ import re
 import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from aiokafka.conn import create_conn
-from aiokafka.errors import (
-    AuthenticationFailedError,
-    KafkaConnectionError,
-    KafkaError,
-    SaslAuthenticationFailed,
-    UnsupportedSaslMechanismError,
-)
 
 from grebe import constants as C
 from grebe.errors import ConfigError
@@ -188,6 +182,17 @@ async def raise_if_refused(config: KafkaConfig, exc: BaseException) -> None:
     same settings, brings the reason back: a refused login or an untrusted certificate
     is a configuration error (retrying cannot fix it), anything else stays a broker
     fault. The password is never part of the message."""
+    # aiokafka is imported here, not at module level: `grebe.config` validates with
+    # this module, and a laptop run without Kafka should not pay for importing it.
+    from aiokafka.conn import create_conn
+    from aiokafka.errors import (
+        AuthenticationFailedError,
+        KafkaConnectionError,
+        KafkaError,
+        SaslAuthenticationFailed,
+        UnsupportedSaslMechanismError,
+    )
+
     if not isinstance(exc, KafkaConnectionError) or config.security_protocol == "PLAINTEXT":
         return
     host, _, port = config.bootstrap_servers.split(",")[0].strip().rpartition(":")
