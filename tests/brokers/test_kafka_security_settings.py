@@ -141,3 +141,28 @@ def test_aiokafka_request_logs_never_carry_the_sasl_login(
     logging.getLogger("aiokafka").error("Unable connect: %s", f"login {PASSWORD} refused")
     assert PASSWORD not in caplog.text
     assert "auth_bytes=<redacted>" in caplog.text and "login <redacted> refused" in caplog.text
+
+
+def test_every_aiokafka_client_in_grebe_gets_the_security_arguments() -> None:
+    """A client built without `**kafka_client_kwargs(config)` would reach a secured
+    cluster without its TLS and SASL settings: none may exist in src/."""
+    import ast
+
+    import grebe
+
+    clients = {"AIOKafkaConsumer", "AIOKafkaProducer", "AIOKafkaAdminClient"}
+    found, bare = [], []
+    for path in Path(grebe.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Call):
+                continue
+            name = getattr(node.func, "id", getattr(node.func, "attr", None))
+            if name not in clients:
+                continue
+            found.append(f"{path.name}:{node.lineno}")
+            if not any(kw.arg is None and isinstance(kw.value, ast.Call)
+                       and getattr(kw.value.func, "id", None) == "kafka_client_kwargs"
+                       for kw in node.keywords):
+                bare.append(f"{path.name}:{node.lineno}")
+    assert len(found) >= 4  # sources, producers, admin, dlq replay
+    assert bare == []
