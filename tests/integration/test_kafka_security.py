@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
 SASL_SSL_PORT = int(os.environ.get("GREBE_KAFKA_SASL_SSL_PORT", "9094"))
 MTLS_PORT = int(os.environ.get("GREBE_KAFKA_MTLS_PORT", "9095"))
-TLS = ROOT / ".cache" / "services" / "kafka-tls"
+TLS = Path(os.environ.get("GREBE_KAFKA_TLS_DIR", ROOT / ".cache" / "services" / "kafka-tls"))
 USER, PASSWORD = "grebe", "grebe-secret"  # the test users of scripts/services.sh
 WRONG_PASSWORD = "not-the-password-42"
 GREBE = str(Path(sys.executable).with_name("grebe"))
@@ -66,6 +66,10 @@ def secure_listeners() -> None:
     """`services.sh up kafka` when a secured listener is closed (it also upgrades a
     broker an older script started); a listener still missing fails the test."""
     if _port_open(SASL_SSL_PORT) and _port_open(MTLS_PORT):
+        if not (TLS / "ca.pem").is_file():
+            pytest.fail(f"Kafka's secured listeners are up but {TLS} holds no test CA: the "
+                        "broker was started from another checkout; set GREBE_KAFKA_TLS_DIR "
+                        "to its .cache/services/kafka-tls")
         return
     result = subprocess.run(["bash", str(ROOT / "scripts" / "services.sh"), "up", "kafka"],
                             capture_output=True, text=True, timeout=600)

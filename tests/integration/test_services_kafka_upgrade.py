@@ -112,7 +112,7 @@ async def test_up_restarts_an_old_plaintext_broker_with_the_secured_listeners(
     assert up.returncode == 0, up.stdout + up.stderr
     assert "restarting" in up.stdout and "adding SCRAM" in up.stdout
 
-    tls = ROOT / ".cache" / "services" / "kafka-tls"
+    tls = Path(env.get("GREBE_KAFKA_TLS_DIR", ROOT / ".cache" / "services" / "kafka-tls"))
     scram = KafkaConfig(
         bootstrap_servers=f"{HOST}:{env['GREBE_KAFKA_SASL_SSL_PORT']}",
         security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512", sasl_username="grebe",
