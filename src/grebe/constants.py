@@ -77,6 +77,7 @@ DEFAULT_KAFKA_COMMIT_INTERVAL_S = 0.2
 DEFAULT_KAFKA_PARTITIONS = 3  # topics grebe creates, unless kafka.topics.<name> says
 DEFAULT_KAFKA_REPLICATION_FACTOR = 1  # one broker by default; 3 on a real cluster
 KAFKA_TOPIC_READY_TIMEOUT_S = 30.0  # a created topic has leaders within this
+KAFKA_PROBE_TIMEOUT_MS = 5000  # one direct connection to explain a failed bootstrap
 KAFKA_KEEPALIVE_FRACTION = 0.25  # keep group membership alive at this share of max_poll_interval
 DEFAULT_POSTGRES_TABLE = "annotations"
 DEFAULT_REDIS_PREFIX = "grebe"
