@@ -68,6 +68,31 @@ class ThunderMetrics:
             registry=r,
         )
 
+        self.poll_errors = Counter(
+            "grebe_thunder_ingest_errors_total",
+            "Failed polls or acks of the stream (ingest retries with backoff)", registry=r,
+        )
+        self.stalled = Gauge(
+            "grebe_thunder_ingest_stalled_seconds",
+            "How long ingest has been unable to read the stream (0 while it reads)",
+            registry=r,
+        )
+        self.future_refused = Gauge(
+            "grebe_thunder_future_posts_refused",
+            "Creates refused because they were dated beyond the clock skew tolerance",
+            registry=r,
+        )
+        self.resolved_replies = Gauge(
+            "grebe_thunder_late_parent_replies_resolved",
+            "Replies whose context was filled when their parent arrived after them",
+            registry=r,
+        )
+        self.pending_replies = Gauge(
+            "grebe_thunder_replies_waiting_for_parent",
+            "Replies held while their parent or conversation root has not arrived",
+            registry=r,
+        )
+
     def watch_store(self, store: ThunderStore) -> None:
         """Compute the store gauges at scrape time instead of on every write."""
         self.store_posts.set_function(lambda: len(store))
@@ -77,5 +102,12 @@ class ThunderMetrics:
             if store.newest_created_at else 0.0
         )
 
+        self.future_refused.set_function(lambda: store.future_refused)
+        self.resolved_replies.set_function(lambda: store.resolved_replies)
+        self.pending_replies.set_function(lambda: store.pending_count)
+
     def watch_lag(self, lag_seconds: Callable[[], float]) -> None:
         self.ingest_lag.set_function(lag_seconds)
+
+    def watch_stalled(self, stalled_seconds: Callable[[], float]) -> None:
+        self.stalled.set_function(stalled_seconds)

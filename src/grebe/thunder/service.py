@@ -5,7 +5,10 @@ refused at once with RESOURCE_EXHAUSTED rather than queued, so the callers that 
 admitted keep their latency and the client can retry elsewhere. Every admitted call
 has a time budget (the configured one, shortened by the client's deadline); when it
 runs out the call returns the newest posts of the authors scanned so far, flagged
-`partial`. Health reports NOT_SERVING until ingest has caught up with the stream.
+`partial`. Health reports NOT_SERVING until ingest has caught up with the stream, and
+again while ingest cannot read it; meanwhile GetInNetworkPosts answers UNAVAILABLE (a
+half-loaded or stale store must not pass for a complete one: the caller retries or
+falls back).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import time
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from grebe.thunder.ingest import Readiness
 from grebe.thunder.metrics import ThunderMetrics
 from grebe.thunder.proto import thunder_pb2, thunder_pb2_grpc
 from grebe.thunder.settings import ThunderSettings
@@ -68,17 +72,24 @@ def to_proto(post: LightPost) -> thunder_pb2.LightPost:
 class InNetworkPostsService(thunder_pb2_grpc.InNetworkPostsServicer):
     def __init__(
         self, store: ThunderStore, settings: ThunderSettings | None = None,
-        metrics: ThunderMetrics | None = None,
+        metrics: ThunderMetrics | None = None, ready: asyncio.Event | None = None,
     ) -> None:
         self.store = store
         self.settings = settings or store.settings
         self.metrics = metrics or ThunderMetrics()
+        self.ready = ready  # None: always serve (a store filled before serving)
         self.in_flight = 0
 
     async def GetInNetworkPosts(  # the gRPC method name
         self, request: thunder_pb2.GetInNetworkPostsRequest, context: grpc.aio.ServicerContext,
     ) -> thunder_pb2.GetInNetworkPostsResponse:
         s, m = self.settings, self.metrics
+        if self.ready is not None and not self.ready.is_set():
+            m.requests.labels(grpc.StatusCode.UNAVAILABLE.name).inc()
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                f"thunder is not caught up with its stream ({len(self.store)} posts held)",
+            )
         if self.in_flight >= s.max_concurrent_requests:
             m.rejected.inc()
             m.requests.labels(grpc.StatusCode.RESOURCE_EXHAUSTED.name).inc()
@@ -156,7 +167,7 @@ class ThunderServer:
         self.settings = settings or store.settings
         self.metrics = metrics or ThunderMetrics()
         self.metrics.watch_store(store)
-        self.service = InNetworkPostsService(store, self.settings, self.metrics)
+        self.service = InNetworkPostsService(store, self.settings, self.metrics, ready)
         self.health = health.aio.HealthServicer()
         self._ready = ready
         self._server: grpc.aio.Server | None = None
@@ -174,22 +185,29 @@ class ThunderServer:
             raise OSError(f"thunder: cannot bind {s.host}:{s.port}")
         await server.start()
         self._server = server
-        if self._ready is None or self._ready.is_set():
+        if self._ready is None:
             await self._set_serving()
         else:
-            for name in ("", SERVICE_NAME):
-                await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+            await self._set_serving(self._ready.is_set())
             self._watch = asyncio.create_task(self._serve_when_ready(self._ready))
         log.info("thunder serving on %s:%d", s.host, self.port)
         return self.port
 
     async def _serve_when_ready(self, ready: asyncio.Event) -> None:
-        await ready.wait()
-        await self._set_serving()
+        """SERVING when ready; NOT_SERVING again when a `Readiness` is cleared."""
+        while True:
+            await ready.wait()
+            await self._set_serving()
+            if not isinstance(ready, Readiness):
+                return
+            await ready.wait_cleared()
+            await self._set_serving(False)
 
-    async def _set_serving(self) -> None:
+    async def _set_serving(self, serving: bool = True) -> None:
+        status = (health_pb2.HealthCheckResponse.SERVING if serving
+                  else health_pb2.HealthCheckResponse.NOT_SERVING)
         for name in ("", SERVICE_NAME):
-            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+            await self.health.set(name, status)
 
     async def stop(self, grace_s: float = 2.0) -> None:
         """Report NOT_SERVING, let in-flight calls finish within `grace_s`, stop."""

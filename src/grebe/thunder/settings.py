@@ -27,6 +27,12 @@ class ThunderSettings(BaseModel):
     max_originals_per_author: int = Field(default=64, ge=1)
     max_secondary_per_author: int = Field(default=64, ge=1)  # replies and retweets
     max_videos_per_author: int = Field(default=32, ge=1)
+    #: A create dated further than this into the future is refused: clocks of producers
+    #: drift a little, but a post from next week would rank first and pin freshness at 0.
+    max_future_skew_s: float = Field(default=300.0, ge=0)
+    #: Replies held while their parent (or conversation root) has not arrived, so their
+    #: reply context is filled when it does; the oldest waiting parent is dropped beyond.
+    max_pending_replies: int = Field(default=100_000, ge=0)
 
     # --- query (per-author caps applied when serving) ---
     serve_originals_per_author: int = Field(default=5, ge=0)
@@ -50,6 +56,10 @@ class ThunderSettings(BaseModel):
     replay_on_start: bool = True
     poll_batch: int = Field(default=1024, ge=1)
     poll_timeout_s: float = Field(default=0.5, gt=0)
+    #: After a failed poll, wait this long before the next one, doubling per failure up
+    #: to `retry_backoff_max_s` (the service reports NOT_SERVING meanwhile).
+    retry_backoff_s: float = Field(default=0.2, gt=0)
+    retry_backoff_max_s: float = Field(default=10.0, gt=0)
 
     # --- gRPC service ---
     host: str = "127.0.0.1"
