@@ -72,6 +72,19 @@ ThunderEvent = PostCreate | PostDelete | QuotedPostDelete
 _event_decoder = msgspec.json.Decoder(ThunderEvent)
 
 
+def event_json_schema() -> dict[str, object]:
+    """The JSON schema of an event line, for producers in any language; the copy in
+    docs/thunder-events.schema.json is checked against this by a test."""
+    schema = msgspec.json.schema(ThunderEvent)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "grebe thunder event",
+        "description": "One line of the thunder topic: a post was created, deleted, or "
+        "lost the post it quoted. Times are epoch seconds.",
+        **schema,
+    }
+
+
 def encode_event(event: ThunderEvent) -> bytes:
     return codec.encode(event)
 

@@ -20,6 +20,7 @@ import time
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
 
 from grebe.thunder.ingest import Readiness
 from grebe.thunder.metrics import ThunderMetrics
@@ -30,6 +31,11 @@ from grebe.thunder.store import InNetworkQuery, InNetworkResult, LightPost, Thun
 log = logging.getLogger(__name__)
 
 SERVICE_NAME = thunder_pb2.DESCRIPTOR.services_by_name["InNetworkPosts"].full_name
+REFLECTED_SERVICES = (
+    SERVICE_NAME,
+    health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+    reflection.SERVICE_NAME,
+)
 COMPRESSION = {
     "gzip": grpc.Compression.Gzip,
     "deflate": grpc.Compression.Deflate,
@@ -180,6 +186,9 @@ class ThunderServer:
         server = grpc.aio.server(compression=COMPRESSION[s.compression])
         thunder_pb2_grpc.add_InNetworkPostsServicer_to_server(self.service, server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        # Server reflection: a client in any language (grpcurl, Postman, grpc-js) can
+        # list and call the services without a copy of thunder.proto.
+        reflection.enable_server_reflection(REFLECTED_SERVICES, server)
         self.port = server.add_insecure_port(f"{s.host}:{s.port}")
         if not self.port:
             raise OSError(f"thunder: cannot bind {s.host}:{s.port}")
