@@ -6,6 +6,7 @@ applies to them (see grebe.feed.pipeline)."""
 from __future__ import annotations
 
 import time
+import uuid
 
 import msgspec
 
@@ -15,6 +16,8 @@ class HomeQuery(msgspec.Struct, kw_only=True):
     max_results: int = 50
     safety_level: str | None = None  # None: the viewer's, else the configured default
     now: float = msgspec.field(default_factory=time.time)
+    #: In every log line of this request (a caller may pass its own, e.g. a header).
+    request_id: str = msgspec.field(default_factory=lambda: uuid.uuid4().hex[:16])
     # Filled by the query hydrators (or given by the caller).
     following: list[str] = []
     muted: set[str] = set()

@@ -27,7 +27,7 @@ from grebe.feed.filters import (
 )
 from grebe.feed.hydrators import AnnotationHydrator, AuthoredPosts, InterestHydrator, ViewerHydrator
 from grebe.feed.indexing import IndexingStore, backfill
-from grebe.feed.pipeline import CandidatePipeline, PipelineResult
+from grebe.feed.pipeline import CandidatePipeline, PipelineMetrics, PipelineResult, ScoreSelector
 from grebe.feed.scorers import AuthorDiversityScorer, WeightedScorer
 from grebe.feed.settings import FeedSettings, feed_settings
 from grebe.feed.sources import InNetworkSource, SimilarPostsSource
@@ -40,13 +40,16 @@ from grebe.thunder.store import ThunderStore
 HomeResult = PipelineResult[HomeQuery, FeedCandidate]
 
 
-class TopKSelector:
+class TopKSelector(ScoreSelector[HomeQuery, FeedCandidate]):
+    """The `max_results` best scores; ties go to the newer post, then the post id."""
+
     name = "top_k"
 
-    async def select(self, query: HomeQuery, candidates: list[FeedCandidate]
-                     ) -> list[FeedCandidate]:
-        ranked = sorted(candidates, key=lambda c: (-c.score, -c.created_at, c.post_id))
-        return ranked[: query.max_results]
+    def tiebreak(self, candidate: FeedCandidate) -> tuple[float, str]:
+        return -candidate.created_at, candidate.post_id
+
+    def size(self, query: HomeQuery) -> int:
+        return query.max_results
 
 
 class RecordServed:
@@ -111,6 +114,7 @@ def build_home_pipeline(
     index: PostANNIndex | None = None,
     thunder: InNetworkPostsClient | None = None,
     dim: int | None = None,
+    metrics: PipelineMetrics | None = None,
 ) -> HomeFeed:
     """Wire the home timeline.
 
@@ -142,5 +146,6 @@ def build_home_pipeline(
         post_selection_filters=[GoneFilter(thunder_store)],
         side_effects=[RecordServed(viewers)],
         component_timeout_s=settings.component_timeout_s,
+        metrics=metrics,
     )
     return HomeFeed(pipeline, settings, index, annotations, viewers, thunder)
