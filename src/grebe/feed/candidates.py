@@ -25,6 +25,8 @@ class HomeQuery(msgspec.Struct, kw_only=True):
     engaged: list[str] = []  # posts the viewer liked, replied to, shared
     interests: list[str] = []  # stated interests, as text
     interest_vector: list[float] | None = None
+    #: The embeddings the interest vector is the mean of (engaged, authored, stated).
+    interest_vectors: list[list[float]] = []
 
 
 class FeedCandidate(msgspec.Struct, kw_only=True):
@@ -43,7 +45,11 @@ class FeedCandidate(msgspec.Struct, kw_only=True):
     embedding: list[float] | None = None
     # Filled by scorers.
     score: float = 0.0
+    #: Each signal's contribution (weight x signal) and the author-diversity factor.
     score_parts: dict[str, float] = {}
+    signals: dict[str, float] = {}  # each signal's value, 0..1
+    #: Why this post is here (source, filters passed, contributions); set once selected.
+    explanation: dict[str, object] = {}
 
     @property
     def content_id(self) -> str:

@@ -2,8 +2,12 @@
 
     viewer + interests -> thunder (in-network) + nearest neighbours (out-of-network)
     -> annotations -> duplicate / seen / muted / safety filters
-    -> weighted score, author diversity -> top K -> drop posts deleted meanwhile
-    -> remember what was served (side effect)
+    -> weighted score (interest, recency, quality, engagement, in-network), author
+       diversity -> top K -> drop posts deleted meanwhile -> explanation per post
+    -> remember what was served (side effect; seen for `seen_window_s`)
+
+When the viewer has seen the close out-of-network posts, less similar ones fill the
+page (`similar_posts_backfill`), so the feed does not run dry (docs/serving.md).
 
 `build_home_pipeline(config, store, thunder_store, embedder)` wires it all; flows
 should write annotations through `HomeFeed.annotations` (or call `index_posts`) so
@@ -52,6 +56,22 @@ class TopKSelector(ScoreSelector[HomeQuery, FeedCandidate]):
         return query.max_results
 
 
+def explain(candidate: FeedCandidate, filters_run: list[str]) -> dict[str, object]:
+    """Why a served post is here: where it came from, the filters it passed, each
+    signal's value and contribution, the author-diversity factor and the final score."""
+    parts = dict(candidate.score_parts)
+    diversity = parts.pop("author_diversity", 1.0)
+    return {
+        "source": candidate.source,
+        "in_network": candidate.in_network,
+        "filters_passed": list(filters_run),
+        "signals": {k: round(v, 6) for k, v in candidate.signals.items()},
+        "contributions": {k: round(v, 6) for k, v in parts.items()},
+        "author_diversity": round(diversity, 6),
+        "score": round(candidate.score, 6),
+    }
+
+
 class RecordServed:
     """Remember what was served so the next request does not repeat it."""
 
@@ -85,10 +105,13 @@ class HomeFeed:
         engaged, interests) add to what the viewer directory knows."""
         if safety_level is not None:
             self.settings.blocked_labels(safety_level)  # ConfigError for unknown levels
-        return await self.pipeline.run(HomeQuery(
+        result = await self.pipeline.run(HomeQuery(
             user_id=user_id, max_results=max_results or self.settings.max_results,
             safety_level=safety_level, **query,
         ))
+        for candidate in result.selected:
+            candidate.explanation = explain(candidate, result.filters_run)
+        return result
 
     async def index_posts(self, post_ids: Iterable[str]) -> int:
         """Index stored embeddings of these posts (after a restart, or when annotations

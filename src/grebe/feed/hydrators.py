@@ -72,13 +72,17 @@ class InterestHydrator:
         if interests and self.embedder is not None:
             vectors.extend(np.asarray(await self.embedder.embed(interests)).tolist())
         if not vectors:
-            return {"interest_vector": None}
+            return {"interest_vector": None, "interest_vectors": []}
         dims = {len(v) for v in vectors}
         if len(dims) != 1:
             raise ValueError(f"embeddings of different dimensions {sorted(dims)}")
-        mean = np.asarray(vectors, dtype=np.float32).mean(axis=0)
+        matrix = np.asarray(vectors, dtype=np.float32)
+        mean = matrix.mean(axis=0)
         norm = float(np.linalg.norm(mean))
-        return {"interest_vector": (mean / norm).tolist() if norm else None}
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        unit = matrix / np.where(norms > 0, norms, 1.0)
+        return {"interest_vector": (mean / norm).tolist() if norm else None,
+                "interest_vectors": unit.tolist()}
 
 
 class AuthoredPosts:

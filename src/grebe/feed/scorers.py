@@ -11,43 +11,67 @@ from grebe.feed.candidates import FeedCandidate, HomeQuery
 from grebe.feed.pipeline import Patch
 from grebe.feed.settings import FeedSettings
 
+SIGNALS = ("interest", "recency", "quality", "engagement", "in_network")
+
 
 class WeightedScorer:
-    """score = w_recency * 0.5**(age / half_life) + w_quality * quality
-             + w_similarity * cosine(post, interests) + w_in_network * in_network.
+    """score = sum over signals of weight x signal, each signal in 0..1:
 
-    Quality is the annotation score named `quality_score_key` (0 when absent). The
-    similarity is computed from the post's embedding when it has one, else the one the
-    source measured, else 0."""
+      interest    the best cosine between the post's embedding and the viewer's interest
+                  vectors (engaged, authored, stated), clipped at 0; without an
+                  embedding, the similarity the source measured, else 0
+      recency     0.5 ** (age / recency_half_life_s)
+      quality     the annotation score `quality_score_key` (`quality_default` if absent)
+      engagement  the annotation score `engagement_score_key` (0 if absent)
+      in_network  1 for a followed author's post
+
+    The best cosine rather than the cosine to the mean: a viewer with two interests
+    matches posts of either. Each contribution is kept in `score_parts` and the raw
+    signals in `signals`, for the explanation of a served post. Computed for all
+    candidates at once (one matrix product), as 1,500 candidates must rank in
+    milliseconds."""
 
     name = "weighted"
 
     def __init__(self, settings: FeedSettings) -> None:
         self.settings = settings
 
+    def interest(self, query: HomeQuery, candidates: Sequence[FeedCandidate]) -> np.ndarray:
+        known = np.array([c.similarity or 0.0 for c in candidates], dtype=np.float32)
+        vectors = query.interest_vectors or (
+            [query.interest_vector] if query.interest_vector is not None else [])
+        if not vectors or not candidates:
+            return np.clip(known, 0.0, 1.0)
+        interests = np.asarray(vectors, dtype=np.float32)
+        dim = interests.shape[1]
+        rows = [i for i, c in enumerate(candidates)
+                if c.embedding is not None and len(c.embedding) == dim]
+        if rows:
+            matrix = np.asarray([candidates[i].embedding for i in rows], dtype=np.float32)
+            norms = np.linalg.norm(matrix, axis=1)
+            best = (matrix @ interests.T).max(axis=1) / np.where(norms > 0, norms, 1.0)
+            known[rows] = np.where(norms > 0, best, 0.0)
+        return np.clip(known, 0.0, 1.0)
+
     async def score(self, query: HomeQuery, candidates: Sequence[FeedCandidate]
                     ) -> Sequence[Patch]:
         s, w = self.settings, self.settings.weights
-        interest = (np.asarray(query.interest_vector, dtype=np.float32)
-                    if query.interest_vector is not None else None)
+        weights = {name: getattr(w, name) for name in SIGNALS}
+        interest = self.interest(query, candidates).tolist()
+        half_life = s.recency_half_life_s
         patches = []
-        for c in candidates:
+        for c, similarity in zip(candidates, interest, strict=True):
             age = max(0.0, query.now - c.created_at)
-            similarity = c.similarity or 0.0
-            if interest is not None and c.embedding is not None \
-                    and len(c.embedding) == len(interest):
-                vector = np.asarray(c.embedding, dtype=np.float32)
-                norm = float(np.linalg.norm(vector))
-                similarity = float(vector @ interest) / norm if norm else 0.0
-            parts = {
-                "recency": math.pow(0.5, age / s.recency_half_life_s),
-                "quality": float(c.scores.get(s.quality_score_key, 0.0)),
-                "similarity": similarity,
+            signals = {
+                "interest": similarity,
+                "recency": math.pow(0.5, age / half_life),
+                "quality": float(c.scores.get(s.quality_score_key, s.quality_default)),
+                "engagement": float(c.scores.get(s.engagement_score_key, 0.0)),
                 "in_network": 1.0 if c.in_network else 0.0,
             }
-            total = (w.recency * parts["recency"] + w.quality * parts["quality"]
-                     + w.similarity * parts["similarity"] + w.in_network * parts["in_network"])
-            patches.append({"score": total, "score_parts": parts, "similarity": similarity})
+            parts = {name: weights[name] * value for name, value in signals.items()}
+            patches.append({"score": sum(parts.values()), "score_parts": parts,
+                            "signals": signals, "similarity": similarity})
         return patches
 
 
