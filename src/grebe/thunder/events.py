@@ -30,6 +30,9 @@ class PostCreate(msgspec.Struct, tag="post_create", tag_field="type", kw_only=Tr
     quote_of_post_id: str | None = None
     #: The post (for a retweet: the retweeted post) carries a video.
     has_video: bool = False
+    #: Length of that video in seconds, when known (shorter than the configured
+    #: minimum: not served to video requests).
+    video_duration_s: float | None = None
     #: For a retweet: the retweeted post is itself a reply (None: unknown).
     source_is_reply: bool | None = None
 
@@ -47,6 +50,8 @@ class PostCreate(msgspec.Struct, tag="post_create", tag_field="type", kw_only=Tr
             retweet_of_post_id=post.retweet_of_post_id,
             quote_of_post_id=post.quote_of_post_id,
             has_video=bool(post.videos),
+            video_duration_s=max(
+                (m.duration_s for m in post.videos if m.duration_s is not None), default=None),
         )
 
 

@@ -79,6 +79,7 @@ class ThunderIngest:
         self.ready = Readiness()
         self.poll_errors = 0
         self._failing_since: float | None = None  # monotonic time of the first failure
+        self._next_lag_check = 0.0
         self.applied = 0  # events that changed the store
         self.ignored = 0  # duplicates, late creates, deletes of unknown posts
         self.dead = 0
@@ -169,6 +170,21 @@ class ThunderIngest:
             if not self.ready.is_set() and await self._at_head():
                 self._set_ready(True)
                 log.info("thunder caught up: %d posts held", len(self.store))
+        await self._check_lag()
+
+    async def _check_lag(self) -> None:
+        """Every `lag_check_interval_s`, publish how many messages are left to read."""
+        now = time.monotonic()
+        if self.metrics is None or now < self._next_lag_check:
+            return
+        self._next_lag_check = now + self.settings.lag_check_interval_s
+        try:
+            lag = await self.lag_messages()
+        except Exception as exc:  # the gauge is advisory: never stop ingest for it
+            log.debug("source lag() failed: %s", exc)
+            return
+        if lag is not None:
+            self.metrics.lag_messages.set(lag)
 
     def _set_ready(self, ready: bool) -> None:
         if ready:

@@ -22,6 +22,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from grebe.thunder.graph import SocialGraph
 from grebe.thunder.ingest import Readiness
 from grebe.thunder.metrics import ThunderMetrics
 from grebe.thunder.proto import thunder_pb2, thunder_pb2_grpc
@@ -79,11 +80,13 @@ class InNetworkPostsService(thunder_pb2_grpc.InNetworkPostsServicer):
     def __init__(
         self, store: ThunderStore, settings: ThunderSettings | None = None,
         metrics: ThunderMetrics | None = None, ready: asyncio.Event | None = None,
+        graph: SocialGraph | None = None,
     ) -> None:
         self.store = store
         self.settings = settings or store.settings
         self.metrics = metrics or ThunderMetrics()
         self.ready = ready  # None: always serve (a store filled before serving)
+        self.graph = graph  # asked when a request's following list is empty
         self.in_flight = 0
 
     async def GetInNetworkPosts(  # the gRPC method name
@@ -115,9 +118,13 @@ class InNetworkPostsService(thunder_pb2_grpc.InNetworkPostsServicer):
             remaining = context.time_remaining()
             if remaining is not None:
                 budget = min(budget, max(0.0, remaining * DEADLINE_SHARE))
+            following = list(request.following_user_ids)
+            if not following and self.graph is not None:
+                following = list(await self.graph.following(request.user_id))[: s.max_following]
+                m.graph_lookups.inc()
             query = InNetworkQuery(
                 user_id=request.user_id,
-                following_user_ids=list(request.following_user_ids),
+                following_user_ids=following,
                 exclude_post_ids=set(request.exclude_post_ids),
                 max_results=request.max_results or s.default_max_results,
                 is_video_request=request.is_video_request,
@@ -139,6 +146,7 @@ class InNetworkPostsService(thunder_pb2_grpc.InNetworkPostsServicer):
             if result.partial:
                 m.timeouts.inc()
             m.returned.observe(len(result.posts))
+            m.observe_answer(result.posts)
             m.requests.labels(grpc.StatusCode.OK.name).inc()
             return response
         finally:
@@ -169,11 +177,12 @@ class ThunderServer:
     def __init__(
         self, store: ThunderStore, settings: ThunderSettings | None = None,
         metrics: ThunderMetrics | None = None, ready: asyncio.Event | None = None,
+        graph: SocialGraph | None = None,
     ) -> None:
         self.settings = settings or store.settings
         self.metrics = metrics or ThunderMetrics()
         self.metrics.watch_store(store)
-        self.service = InNetworkPostsService(store, self.settings, self.metrics, ready)
+        self.service = InNetworkPostsService(store, self.settings, self.metrics, ready, graph)
         self.health = health.aio.HealthServicer()
         self._ready = ready
         self._server: grpc.aio.Server | None = None

@@ -27,6 +27,9 @@ class ThunderSettings(BaseModel):
     max_originals_per_author: int = Field(default=64, ge=1)
     max_secondary_per_author: int = Field(default=64, ge=1)  # replies and retweets
     max_videos_per_author: int = Field(default=32, ge=1)
+    #: A video shorter than this is not served to video requests (a GIF-like clip);
+    #: a video whose duration the producer did not report is given the benefit.
+    min_video_duration_s: float = Field(default=2.0, ge=0)
     #: A create dated further than this into the future is refused: clocks of producers
     #: drift a little, but a post from next week would rank first and pin freshness at 0.
     max_future_skew_s: float = Field(default=300.0, ge=0)
@@ -43,6 +46,10 @@ class ThunderSettings(BaseModel):
     max_following: int = Field(default=20_000, ge=1)
     max_excluded: int = Field(default=20_000, ge=0)
     request_budget_ms: float = Field(default=100.0, gt=0)
+    #: Of each list of a followed author, only the newest this-many posts are looked at
+    #: (the specification's MAX_TINY_POSTS_PER_USER_SCAN): a viewer who excluded an
+    #: author's recent posts does not make the query walk that author's whole history.
+    max_scan_per_author: int = Field(default=32, ge=1)
     #: Authors scanned between two yields to the event loop (and budget checks).
     scan_chunk: int = Field(default=256, ge=1)
 
@@ -60,6 +67,11 @@ class ThunderSettings(BaseModel):
     #: to `retry_backoff_max_s` (the service reports NOT_SERVING meanwhile).
     retry_backoff_s: float = Field(default=0.2, gt=0)
     retry_backoff_max_s: float = Field(default=10.0, gt=0)
+    #: How often the messages-behind gauge asks the source for its partition lag.
+    lag_check_interval_s: float = Field(default=5.0, gt=0)
+    #: A YAML/JSON file of viewers (`{"u": {"following": [...]}}`, as `grebe feed
+    #: --viewers`): the social graph asked when a request's following list is empty.
+    following_file: str | None = None
 
     # --- gRPC service ---
     host: str = "127.0.0.1"

@@ -20,7 +20,10 @@ Rules
   * Retention (default two days): older creates are ignored; `trim()` drops expired
     posts, expired tombstones and authors left with nothing.
   * Video eligibility: an original (or quote) with a video; a retweet of a video post
-    that is not a reply. Replies never.
+    that is not a reply. Replies never. A video known to be shorter than
+    `min_video_duration_s` never (nor a retweet of it).
+  * Scan cap: with excluded posts, the newest k not excluded are taken from the newest
+    `max_scan_per_author` of each list only, so long exclude lists cost bounded work.
   * Replies are served only into a followed author's conversation: the conversation's
     root author is followed (or is the viewer), and the post replied to is by a
     followed author, the viewer, or the replier (a self-thread).
@@ -167,6 +170,7 @@ class ThunderStore:
         self.resolved_replies = 0  # replies whose context was filled after they arrived
         self._max_pending = s.max_pending_replies
         self._max_future_s = s.max_future_skew_s
+        self._min_video_s = s.min_video_duration_s
         # Read on every insert: plain attributes, not pydantic lookups.
         self._retention_s = s.retention_s
         self._cap_originals = s.max_originals_per_author
@@ -307,6 +311,8 @@ class ThunderStore:
             conversation, conversation_author = event.post_id, event.author_id
 
         has_video = event.has_video
+        long_enough = (event.video_duration_s is None
+                       or event.video_duration_s >= self._min_video_s)
         source_author = event.retweet_of_author_id
         if event.retweet_of_post_id is not None:
             source_is_reply = event.source_is_reply
@@ -315,9 +321,11 @@ class ThunderStore:
                 source_author = source_author or source.author_id
                 has_video = has_video or source.has_video
                 source_is_reply = source.in_reply_to_post_id is not None
-            eligible = has_video and source_is_reply is False
+                # The source's own eligibility already judged its video's length.
+                long_enough = long_enough and (source.video_eligible or not source.has_video)
+            eligible = has_video and source_is_reply is False and long_enough
         else:
-            eligible = has_video and event.in_reply_to_post_id is None
+            eligible = has_video and event.in_reply_to_post_id is None and long_enough
         intern = sys.intern
         # A known author's id is already interned (it keys `authors`): no second lookup.
         author = posts.author_id if posts is not None else intern(event.author_id)
@@ -530,8 +538,10 @@ class ThunderStore:
             keep[starts[holes[:, 0]] + holes[:, 1]] = False
             kept_after = np.zeros(total + 1, dtype=np.intp)
             kept_after[:total] = np.cumsum(keep[::-1])[::-1]
+            # Only the newest `max_scan_per_author` of each list are looked at.
             picked = np.flatnonzero(
-                keep & (kept_after[:total] - kept_after[ends[segment_of]] <= k_of))
+                keep & (kept_after[:total] - kept_after[ends[segment_of]] <= k_of)
+                & (ends[segment_of] - np.arange(total) <= self.settings.max_scan_per_author))
         else:
             # The newest k of each segment: at most k from its end.
             picked = np.flatnonzero(ends[segment_of] - np.arange(total) <= k_of)
@@ -589,8 +599,9 @@ class ThunderStore:
             seqs = list(map(attrgetter(attr), found))
             stamps = list(map(attrgetter(ts_attr), found))
             if scan_all:
+                scan = s.max_scan_per_author
                 for i, records in enumerate(seqs):
-                    seqs[i] = kept = _newest(records, k, exclude)
+                    seqs[i] = kept = _newest(records[-scan:], k, exclude)
                     stamps[i] = array("d", map(_by_created, kept))
             out.seqs += seqs
             out.stamps += stamps
