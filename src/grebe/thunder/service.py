@@ -27,7 +27,8 @@ from grebe.thunder.ingest import Readiness
 from grebe.thunder.metrics import ThunderMetrics
 from grebe.thunder.proto import thunder_pb2, thunder_pb2_grpc
 from grebe.thunder.settings import ThunderSettings
-from grebe.thunder.store import InNetworkQuery, InNetworkResult, LightPost, ThunderStore
+from grebe.thunder.store import InNetworkQuery, InNetworkResult, ThunderStore
+from grebe.thunder.wire import ResponseEncoder
 
 log = logging.getLogger(__name__)
 
@@ -57,25 +58,6 @@ async def run_scan(store: ThunderStore, query: InNetworkQuery) -> InNetworkResul
         return done.value  # type: ignore[no-any-return]
 
 
-def to_proto(post: LightPost) -> thunder_pb2.LightPost:
-    return thunder_pb2.LightPost(
-        post_id=post.post_id,
-        author_id=post.author_id,
-        created_at=post.created_at,
-        is_reply=post.in_reply_to_post_id is not None,
-        is_retweet=post.source_post_id is not None,
-        in_reply_to_post_id=post.in_reply_to_post_id,
-        in_reply_to_author_id=post.in_reply_to_author_id,
-        conversation_id=post.conversation_id,
-        source_post_id=post.source_post_id,
-        source_author_id=post.source_author_id,
-        quote_of_post_id=post.quote_of_post_id,
-        has_video=post.has_video,
-        conversation_author_id=post.conversation_author_id,
-        video_eligible=post.video_eligible,
-    )
-
-
 class InNetworkPostsService(thunder_pb2_grpc.InNetworkPostsServicer):
     def __init__(
         self, store: ThunderStore, settings: ThunderSettings | None = None,
@@ -87,6 +69,7 @@ class InNetworkPostsService(thunder_pb2_grpc.InNetworkPostsServicer):
         self.metrics = metrics or ThunderMetrics()
         self.ready = ready  # None: always serve (a store filled before serving)
         self.graph = graph  # asked when a request's following list is empty
+        self.encoder = ResponseEncoder(self.settings.encoded_cache_posts)
         self.in_flight = 0
 
     async def GetInNetworkPosts(  # the gRPC method name
@@ -131,9 +114,7 @@ class InNetworkPostsService(thunder_pb2_grpc.InNetworkPostsServicer):
                 budget_s=budget,
             )
             result = await run_scan(self.store, query)
-            response = thunder_pb2.GetInNetworkPostsResponse(
-                posts=[to_proto(p) for p in result.posts], partial=result.partial,
-            )
+            response = self.encoder.response(result.posts, result.partial)
             if request.debug:
                 newest = self.store.newest_created_at
                 response.debug.CopyFrom(thunder_pb2.DebugInfo(
