@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 import msgspec
 
@@ -42,7 +43,8 @@ class FeedCandidate(msgspec.Struct, kw_only=True):
     # Filled by hydrators.
     labels: list[str] = []
     scores: dict[str, float] = {}
-    embedding: list[float] | None = None
+    #: A float32 numpy array once hydrated (the scorer stacks them); Any for msgspec.
+    embedding: Any = None
     # Filled by scorers.
     score: float = 0.0
     #: Each signal's contribution (weight x signal) and the author-diversity factor.

@@ -22,6 +22,7 @@ from typing import Any
 from grebe.config import GrebeConfig
 from grebe.feed.ann import PostANNIndex
 from grebe.feed.candidates import FeedCandidate, HomeQuery
+from grebe.feed.features import FeatureCache
 from grebe.feed.filters import (
     DuplicateFilter,
     GoneFilter,
@@ -98,6 +99,7 @@ class HomeFeed:
         self.annotations = annotations
         self.viewers = viewers
         self.thunder = thunder
+        self.features: FeatureCache | None = None  # candidate features kept in memory
 
     async def home(self, user_id: str, *, max_results: int | None = None,
                    safety_level: str | None = None, **query: Any) -> HomeResult:
@@ -154,7 +156,11 @@ def build_home_pipeline(
             raise ValueError("build_home_pipeline needs an embedder or dim for the ANN index")
         index = PostANNIndex(size)
     thunder = thunder or LocalThunderClient(thunder_store)
-    annotations = IndexingStore(store, index, settings.embedding_producer)
+    features = FeatureCache(
+        store, settings.embedding_producer, size=settings.feature_cache_posts,
+        ttl_s=settings.feature_cache_ttl_s, concurrency=settings.annotation_concurrency)
+    annotations = IndexingStore(store, index, settings.embedding_producer,
+                                on_write=features.invalidate)
     pipeline: CandidatePipeline[HomeQuery, FeedCandidate] = CandidatePipeline(
         query_hydrators=[
             ViewerHydrator(viewers),
@@ -162,7 +168,7 @@ def build_home_pipeline(
         ],
         sources=[InNetworkSource(thunder, settings),
                  SimilarPostsSource(index, thunder_store, settings)],
-        hydrators=[AnnotationHydrator(store, settings)],
+        hydrators=[AnnotationHydrator(features)],
         filters=[DuplicateFilter(), SeenFilter(), MutedAuthorFilter(), SafetyFilter(settings)],
         scorers=[WeightedScorer(settings), AuthorDiversityScorer(settings)],
         selector=TopKSelector(),
@@ -171,4 +177,6 @@ def build_home_pipeline(
         component_timeout_s=settings.component_timeout_s,
         metrics=metrics,
     )
-    return HomeFeed(pipeline, settings, index, annotations, viewers, thunder)
+    home = HomeFeed(pipeline, settings, index, annotations, viewers, thunder)
+    home.features = features
+    return home

@@ -47,7 +47,8 @@ class WeightedScorer:
         rows = [i for i, c in enumerate(candidates)
                 if c.embedding is not None and len(c.embedding) == dim]
         if rows:
-            matrix = np.asarray([candidates[i].embedding for i in rows], dtype=np.float32)
+            matrix = np.stack([np.asarray(candidates[i].embedding, dtype=np.float32)
+                               for i in rows])
             norms = np.linalg.norm(matrix, axis=1)
             best = (matrix @ interests.T).max(axis=1) / np.where(norms > 0, norms, 1.0)
             known[rows] = np.where(norms > 0, best, 0.0)

@@ -62,6 +62,10 @@ class FeedSettings(BaseModel):
     #: The viewer's interest vector uses at most this many engaged and authored posts.
     interest_max_posts: int = Field(default=100, ge=1)
     annotation_concurrency: int = Field(default=32, ge=1)
+    #: Candidate features kept in memory (grebe.feed.features): how many posts, and how
+    #: long a post's features are trusted when written around the feed.
+    feature_cache_posts: int = Field(default=200_000, ge=0)
+    feature_cache_ttl_s: float = Field(default=300.0, gt=0)
     component_timeout_s: float = Field(default=1.0, gt=0)
     #: Where thunder runs: None = in this process; "host:port" = its gRPC service.
     thunder_target: str | None = None
