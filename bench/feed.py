@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import random
 import statistics
@@ -100,6 +101,9 @@ async def run(args: argparse.Namespace) -> None:
         await feed.features.get_many([f"p{i}" for i in range(args.posts)])
         for name in names[:5]:  # warm up
             await feed.home(name)
+        if args.freeze:  # as `grebe thunder serve` does once loaded: GC skips what is held
+            gc.collect()
+            gc.freeze()
         total = int(args.rate * args.seconds)
         interval = 1.0 / args.rate
         start = time.perf_counter()
@@ -134,6 +138,8 @@ def main() -> None:
     parser.add_argument("--authors", type=int, default=6_000)
     parser.add_argument("--following", type=int, default=400)
     parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--no-freeze", dest="freeze", action="store_false",
+                        help="do not gc.freeze() the loaded state before timing")
     asyncio.run(run(parser.parse_args()))
 
 

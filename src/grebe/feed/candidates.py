@@ -47,9 +47,11 @@ class FeedCandidate(msgspec.Struct, kw_only=True):
     embedding: Any = None
     # Filled by scorers.
     score: float = 0.0
-    #: Each signal's contribution (weight x signal) and the author-diversity factor.
+    #: Each signal's contribution (weight x signal) and the author-diversity factor;
+    #: filled for served posts (grebe.feed.scorers.contributions).
     score_parts: dict[str, float] = {}
     signals: dict[str, float] = {}  # each signal's value, 0..1
+    diversity: float = 1.0  # the author-diversity factor the score was multiplied by
     #: Why this post is here (source, filters passed, contributions); set once selected.
     explanation: dict[str, object] = {}
 

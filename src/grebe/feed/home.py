@@ -33,7 +33,7 @@ from grebe.feed.filters import (
 from grebe.feed.hydrators import AnnotationHydrator, AuthoredPosts, InterestHydrator, ViewerHydrator
 from grebe.feed.indexing import IndexingStore, backfill
 from grebe.feed.pipeline import CandidatePipeline, PipelineMetrics, PipelineResult, ScoreSelector
-from grebe.feed.scorers import AuthorDiversityScorer, WeightedScorer
+from grebe.feed.scorers import AuthorDiversityScorer, WeightedScorer, contributions
 from grebe.feed.settings import FeedSettings, feed_settings
 from grebe.feed.sources import InNetworkSource, SimilarPostsSource
 from grebe.feed.viewers import MemoryViewerDirectory, ViewerDirectory
@@ -112,6 +112,7 @@ class HomeFeed:
             safety_level=safety_level, **query,
         ))
         for candidate in result.selected:
+            candidate.score_parts = contributions(candidate, self.settings)
             candidate.explanation = explain(candidate, result.filters_run)
         return result
 

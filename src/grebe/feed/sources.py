@@ -77,9 +77,14 @@ class SimilarPostsSource:
         # Ask for more than k: followed authors' and the viewer's own posts are skipped.
         exclude = query.seen.union(query.engaged)
         best: dict[str, float] = {}
-        vectors = [query.interest_vector, *query.interest_vectors[: s.interest_queries]]
-        for vector in vectors:
-            for post_id, similarity in self.index.search(vector, 2 * k, exclude):
+        extra = query.interest_vectors[: s.interest_queries]
+        # The mean's neighbourhood in full; each engaged post's in a share of it (the
+        # search costs grow with k).
+        searches = [(query.interest_vector, 2 * k)]
+        searches += [(vector, max(MIN_PER_QUERY, 2 * k // (len(extra) + 1)))
+                     for vector in extra]
+        for vector, depth in searches:
+            for post_id, similarity in self.index.search(vector, depth, exclude):
                 if similarity > best.get(post_id, -2.0):
                     best[post_id] = similarity
         close: list[FeedCandidate] = []
@@ -100,3 +105,4 @@ class SimilarPostsSource:
 
 
 BACKFILL_SOURCE = "similar_posts_backfill"
+MIN_PER_QUERY = 20  # neighbours asked of each engaged post's search, at least
