@@ -78,10 +78,12 @@ class SimilarPostsSource:
         exclude = query.seen.union(query.engaged)
         best: dict[str, float] = {}
         extra = query.interest_vectors[: s.interest_queries]
-        # The mean's neighbourhood in full; each engaged post's in a share of it (the
-        # search costs grow with k).
-        searches = [(query.interest_vector, 2 * k)]
-        searches += [(vector, max(MIN_PER_QUERY, 2 * k // (len(extra) + 1)))
+        # The mean's neighbourhood in full (a quarter more than k: followed authors'
+        # posts are skipped); each engaged post's in a share of it (the search cost
+        # grows with the depth; seen posts are skipped by the index on top of it).
+        depth = k + k // 4
+        searches = [(query.interest_vector, depth)]
+        searches += [(vector, max(MIN_PER_QUERY, depth // (len(extra) + 1)))
                      for vector in extra]
         for vector, depth in searches:
             for post_id, similarity in self.index.search(vector, depth, exclude):
