@@ -100,6 +100,8 @@ DEFAULT_API_ANALYZE_CONCURRENCY = 4  # /v1/analyze calls running at once; the re
 DEFAULT_API_STATUS_REFRESH_S = 5  # the status page reloads itself this often
 DEFAULT_THUNDER_PORT = 50051
 DEFAULT_FEED_PORT = 8090
+#: Served posts count as seen (not served again) for this long (feed viewers).
+FEED_SEEN_WINDOW_S = 24 * 3600.0
 
 # Environment variable prefix for config overrides: GREBE_DISPATCHER__MAX_IN_FLIGHT=...
 ENV_PREFIX = "GREBE_"
