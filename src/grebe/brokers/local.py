@@ -586,7 +586,14 @@ class LocalSource:
             self._full.set()
 
     async def commit(self) -> None:
-        """Store every committable offset now, with the dead letters it passes."""
+        """Store every committable offset now, with the dead letters it passes.
+
+        Shielded: the transaction runs in a thread and cannot be called back, so a
+        cancelled caller (stop() cancelling the committer) must not skip the
+        bookkeeping after it, or the next commit would append its dead letters again."""
+        await asyncio.shield(self._commit_locked())
+
+    async def _commit_locked(self) -> None:
         async with self._commit_lock:
             offsets = self._tracker.committable()
             if not offsets:
