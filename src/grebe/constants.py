@@ -54,9 +54,13 @@ BASIC_ELIGIBILITY = "basic"
 # Engine processes.
 ENGINE_IPC_BATCH = 256  # payloads per IPC frame
 ENGINE_START_TIMEOUT_S = 60.0
-ENGINE_MAX_RESTARTS = 5  # engine deaths tolerated per ENGINE_RESTART_WINDOW_S
-ENGINE_RESTART_WINDOW_S = 60.0
-ENGINE_STOP_TIMEOUT_S = 10.0  # after a Stop frame, an engine is killed past this
+ENGINE_RESTART_WINDOW_S = 60.0  # deaths this recent make the next restart wait longer
+ENGINE_RESTART_BACKOFF_BASE_S = 0.5  # wait before the 2nd restart in a window, then doubling
+ENGINE_RESTART_BACKOFF_MAX_S = 30.0
+ENGINE_STOP_TIMEOUT_S = 10.0  # after a Stop frame, engines are killed past this (all together)
+# On SIGTERM `grebe run` exits within engine.drain_window_s plus this margin: engines get
+# what is left of the window, but at least this, to stop cleanly, then they are killed.
+SHUTDOWN_MARGIN_S = 2.0
 GC_THRESHOLDS = (20_000, 20, 20)  # gc.set_threshold once a runtime process has started
 
 # Exit codes of `grebe run` (2 is taken by usage errors).

@@ -145,6 +145,10 @@ class TaskResult(msgspec.Struct, kw_only=True):
     embedding: list[float] | None = None
     transcript: str | None = None
     error: str | None = None
+    # The failure was the system's (store, disk, model server down), not the post's:
+    # errors.is_system_fault of a failed task. The dispatcher retries it without
+    # counting an attempt and never dead-letters it.
+    system_fault: bool = False
     started_at: float = 0.0
     finished_at: float = 0.0
 

@@ -50,7 +50,7 @@ from grebe.constants import DEFAULT_TASK_TIMEOUT_S
 from grebe.core.deadlines import Deadline, deadline_at
 from grebe.core.memo import PayloadMemo, cancel_and_wait
 from grebe.core.task import SKIP, PlanOutput, SkipTask, TaskContext, TaskFn, TaskSpec
-from grebe.errors import PlanError
+from grebe.errors import PlanError, is_system_fault
 from grebe.types import TaskPayload, TaskStatus
 
 _SUCCESS = TaskStatus.SUCCESS
@@ -80,6 +80,7 @@ class PlanResult:
     finished_at: float
     skip_reasons: dict[str, str] = field(default_factory=dict)
     task_errors: dict[str, str] = field(default_factory=dict)  # task -> "ExcType: message"
+    system_fault: bool = False  # a task failed for the system's fault (errors.is_system_fault)
 
 
 class ResumedCoroutine:
@@ -313,6 +314,7 @@ class Plan:
             time.time(),
             state.skip_reasons,
             {names[k]: errors[k] for k in sorted(errors)} if errors else {},
+            state.system_fault,
         )
 
 
@@ -335,6 +337,7 @@ class _PlanRun:
         "skip_reasons",
         "spawned",
         "status",
+        "system_fault",
         "waiting",
     )
 
@@ -351,6 +354,7 @@ class _PlanRun:
         self.spawned: list[asyncio.Task[None]] | None = None
         self.done: asyncio.Future[None] | None = None  # set when `remaining` reaches 0
         self.crash: BaseException | None = None  # a worker died of an executor bug
+        self.system_fault = False  # a task failed for the system's fault, not the post's
 
     async def execute(self) -> None:
         try:
@@ -490,6 +494,8 @@ class _PlanRun:
 
     def _fail(self, k: int, exc: BaseException, message: str | None = None) -> None:
         self.status[k] = _FAILED
+        if is_system_fault(exc):
+            self.system_fault = True
         text = str(exc) if message is None else message
         kind = type(exc).__name__
         self.errors[k] = f"{kind}: {text}" if text else kind

@@ -18,7 +18,7 @@ from typing import Any
 from grebe.core.memo import PayloadMemo, cancel_and_wait
 from grebe.core.plan import Plan, PlanResult, ResumedCoroutine
 from grebe.core.task import PlanOutput
-from grebe.errors import PlanError
+from grebe.errors import PlanError, is_system_fault
 from grebe.types import TaskPayload, TaskResult, TaskStatus
 
 
@@ -144,6 +144,7 @@ class PlanMaster:
             embedding=embedding,
             transcript=transcript,
             error="; ".join(errors) if errors else None,
+            system_fault=any(r.system_fault for r in results),
             started_at=min(r.started_at for r in results),
             finished_at=max(r.finished_at for r in results),
         )
@@ -166,6 +167,7 @@ async def _guarded(plan: Plan, awaitable: Any) -> PlanResult:
 
 def _crashed(plan: Plan, exc: BaseException, started_at: float) -> PlanResult:
     return PlanResult(
+        system_fault=is_system_fault(exc),
         plan=plan.name,
         version=plan.version,
         status=TaskStatus.FAILED,

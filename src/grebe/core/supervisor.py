@@ -133,8 +133,14 @@ class Runtime:
         return self._dispatching
 
     async def stop(self, drain_window_s: float | None = None) -> bool:
-        """Two-phase stop; True when every in-flight post finished within the window."""
+        """Two-phase stop; True when every in-flight post finished within the window.
+
+        Returns within the window plus C.SHUTDOWN_MARGIN_S (and the sources' final
+        commit): engines get what is left of the window, at least the margin, to stop
+        cleanly, and are killed past it."""
         window = self.config.engine.drain_window_s if drain_window_s is None else drain_window_s
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + window
         drained = True
         if self.dispatcher is not None:
             drained = await self.dispatcher.stop(window)
@@ -143,13 +149,18 @@ class Runtime:
                 await self._dispatching
             except Exception:
                 log.exception("the dispatcher failed")
-        await self._close()
+        await self._close(max(deadline - loop.time(), 0.0) + C.SHUTDOWN_MARGIN_S)
         return drained
 
-    async def _close(self) -> None:
-        """Stop engines, then sources (their final commit), then the rest."""
+    async def _close(self, engine_timeout_s: float = C.ENGINE_STOP_TIMEOUT_S) -> None:
+        """Stop engines (killed past `engine_timeout_s`), then sources (their final
+        commit), then the rest."""
         if self.executor is not None:
-            await _quietly("executor", self.executor.stop)
+            executor = self.executor
+            if isinstance(executor, ProcessExecutor):
+                await _quietly("executor", lambda: executor.stop(engine_timeout_s))
+            else:
+                await _quietly("executor", executor.stop)
             self.executor = None
         if self._bundle is not None:
             await _quietly("plan bundle", self._bundle.stop)
