@@ -19,7 +19,7 @@ import asyncpg
 import msgspec
 
 from grebe import constants as C
-from grebe.errors import StoreError
+from grebe.errors import StoreError, StoreUnavailableError
 from grebe.sqlitedb import GroupWriter
 from grebe.types import Annotation
 
@@ -29,6 +29,12 @@ _COLUMNS = (
 )
 _POOL_MIN, _POOL_MAX = 1, 4
 _DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
+# The server, not the rows, is at fault: down, restarting, out of disk or read-only.
+_UNAVAILABLE = (
+    asyncpg.PostgresConnectionError, asyncpg.InterfaceError, asyncpg.CannotConnectNowError,
+    asyncpg.InsufficientResourcesError, asyncpg.OperatorInterventionError,
+    asyncpg.ReadOnlySQLTransactionError, OSError,
+)
 
 
 def _schema(table: str) -> str:
@@ -148,7 +154,8 @@ class PostgresStore:
             async with self._started().acquire() as conn, conn.transaction():
                 await conn.executemany(self._upsert, rows)
         except _DB_ERRORS as exc:
-            raise StoreError(f"PostgreSQL store: upsert of {len(rows)} rows failed: {exc}") from exc
+            error = StoreUnavailableError if isinstance(exc, _UNAVAILABLE) else StoreError
+            raise error(f"PostgreSQL store: upsert of {len(rows)} rows failed: {exc}") from exc
 
     def _started(self) -> asyncpg.Pool:
         if self._pool is None:

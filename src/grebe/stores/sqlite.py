@@ -16,7 +16,7 @@ from typing import Literal
 
 import msgspec
 
-from grebe.errors import StoreError
+from grebe.errors import StoreError, StoreUnavailableError
 from grebe.sqlitedb import GroupWriter, SqliteDB, connect, write_txn
 from grebe.types import Annotation
 
@@ -112,6 +112,8 @@ class SqliteStore:
         ]
         try:
             await self._db.run(_upsert, rows)
+        except sqlite3.OperationalError as exc:  # disk full, locked, I/O: not the post's
+            raise StoreUnavailableError(f"annotation store {self.path}: {exc}") from exc
         except sqlite3.Error as exc:
             raise StoreError(f"annotation store {self.path}: {exc}") from exc
 
