@@ -74,3 +74,32 @@ async def test_a_task_failing_for_the_post_does_not_mark_the_result() -> None:
         _payload()
     )
     assert not result.success and not result.system_fault
+
+
+async def test_a_model_server_that_is_down_is_a_system_fault() -> None:
+    import msgspec
+    import pytest
+
+    from grebe.inference.openai_compat import OpenAIChatModel, OpenAICompatClient
+
+    class Verdict(msgspec.Struct):
+        spam: bool
+
+    client = OpenAICompatClient(
+        "http://127.0.0.1:9/v1", "test-model", max_attempts=2, backoff_initial_s=0.01,
+        backoff_max_s=0.02, timeout_s=2.0,
+    )
+    model = OpenAIChatModel(client)
+    await model.start()
+    try:
+        with pytest.raises(InferenceError) as caught:
+            await model.complete_json([{"role": "user", "content": "hi"}], Verdict)
+    finally:
+        await model.stop()
+    assert isinstance(caught.value, ModelUnavailableError) and is_system_fault(caught.value)
+
+
+def test_a_stopped_batcher_is_a_system_fault() -> None:
+    from grebe.inference.batcher import BatcherStoppedError
+
+    assert is_system_fault(BatcherStoppedError("embedder: stopped"))

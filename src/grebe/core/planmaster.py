@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from grebe.core.deadlines import WaitLedger, payload_waits
 from grebe.core.memo import PayloadMemo, cancel_and_wait
 from grebe.core.plan import Plan, PlanResult, ResumedCoroutine
 from grebe.core.task import PlanOutput
@@ -41,7 +42,12 @@ class PlanMaster:
         return [plan for plan in self.plans if plan.eligibility in eligibilities]
 
     async def run(self, payload: TaskPayload) -> TaskResult:
-        return self.merge(payload, await self.run_plans(payload))
+        # One wait ledger per payload: its tasks' time limits leave out model queue time.
+        token = payload_waits.set(WaitLedger())
+        try:
+            return self.merge(payload, await self.run_plans(payload))
+        finally:
+            payload_waits.reset(token)
 
     async def run_plans(self, payload: TaskPayload) -> list[PlanResult]:
         """Each eligible plan's own result, in plan order. Raises only CancelledError."""
