@@ -84,6 +84,8 @@ DEFAULT_REDIS_PREFIX = "grebe"
 DEFAULT_CACHE_TTL_S = 600.0
 RABBIT_ATTEMPT_HEADER = "x-grebe-attempt"  # deliveries so far, on retried messages
 RABBIT_RETRY_SUFFIX = ".retry"  # <queue>.retry.<attempt>: the delay queue of one attempt
+RABBIT_DRAINED_CHECKS = 3  # --exit-when-done: the queue must look drained this many times...
+RABBIT_DRAINED_INTERVAL_S = 0.2  # ...in a row, this far apart
 # Priority of a RabbitMQ request by the poster's tier, resolved when it is enqueued.
 TIER_PRIORITY = {"viral": 3, "paid": 3, "creator": 2, "hobby": 1, "free": 0, "trial": 0}
 
