@@ -31,6 +31,7 @@ LAG_REPORT_INTERVAL_S = 1.0  # per source, at most this often
 # DeadLetter.reason values.
 DEAD_REASON_MAX_ATTEMPTS = "max_attempts"
 DEAD_REASON_DECODE = "decode_error"
+DEAD_REASON_POST_ID_REUSED = "post_id_reused"  # a different post under an annotated id
 
 # Engine defaults.
 DEFAULT_ENGINE_PROCESSES = 1

@@ -15,6 +15,8 @@ store) are recognised by `is_system_fault` without wrapping.
 import errno
 import sqlite3
 
+from grebe.constants import DEAD_REASON_POST_ID_REUSED
+
 
 class GrebeError(Exception):
     """Base of every error grebe raises deliberately."""
@@ -23,6 +25,20 @@ class GrebeError(Exception):
 class SystemFault(GrebeError):
     """Not the post's fault: grebe or a dependency cannot do its part now. Never a reason
     to dead-letter a post; intake pauses and the post is retried after a backoff."""
+
+
+class PostRejectedError(GrebeError):
+    """The post itself can never succeed (retrying cannot help): it is dead-lettered at
+    once, with `reason` as the dead letter's reason."""
+
+    reason = "rejected"
+
+
+class PostIdReusedError(PostRejectedError):
+    """A different post arrived under the id of one already annotated: its annotations
+    must not silently replace the first post's."""
+
+    reason = DEAD_REASON_POST_ID_REUSED
 
 
 class ConfigError(GrebeError):

@@ -547,6 +547,9 @@ class Dispatcher:
                     return
                 entry.last_error = result.error or "failed"
                 system = result.system_fault
+                if result.rejected and not system and not self._closed:
+                    await self._dead_letter(entry, result.rejected)  # retrying cannot help
+                    return
         elif isinstance(outcome, BaseException):
             entry.last_error = _describe(outcome)
             system = is_system_fault(outcome)

@@ -51,7 +51,7 @@ from grebe.constants import DEFAULT_TASK_TIMEOUT_S
 from grebe.core.deadlines import Deadline, deadline_at, payload_waits
 from grebe.core.memo import PayloadMemo, cancel_and_wait
 from grebe.core.task import SKIP, PlanOutput, SkipTask, TaskContext, TaskFn, TaskSpec
-from grebe.errors import PlanError, is_system_fault
+from grebe.errors import PlanError, PostRejectedError, is_system_fault
 from grebe.types import TaskPayload, TaskStatus
 
 _SUCCESS = TaskStatus.SUCCESS
@@ -82,6 +82,7 @@ class PlanResult:
     skip_reasons: dict[str, str] = field(default_factory=dict)
     task_errors: dict[str, str] = field(default_factory=dict)  # task -> "ExcType: message"
     system_fault: bool = False  # a task failed for the system's fault (errors.is_system_fault)
+    rejected: str | None = None  # a task rejected the post for good (errors.PostRejectedError)
 
 
 class ResumedCoroutine:
@@ -339,6 +340,7 @@ class Plan:
             state.skip_reasons,
             {names[k]: errors[k] for k in sorted(errors)} if errors else {},
             state.system_fault,
+            state.rejected,
         )
 
 
@@ -357,6 +359,7 @@ class _PlanRun:
         "doomed",
         "errors",
         "plan",
+        "rejected",
         "remaining",
         "skip_reasons",
         "spawned",
@@ -379,6 +382,7 @@ class _PlanRun:
         self.done: asyncio.Future[None] | None = None  # set when `remaining` reaches 0
         self.crash: BaseException | None = None  # a worker died of an executor bug
         self.system_fault = False  # a task failed for the system's fault, not the post's
+        self.rejected: str | None = None  # a task rejected the post for good
 
     async def execute(self) -> None:
         try:
@@ -522,6 +526,8 @@ class _PlanRun:
         self.status[k] = _FAILED
         if is_system_fault(exc):
             self.system_fault = True
+        elif isinstance(exc, PostRejectedError):
+            self.rejected = exc.reason
         text = str(exc) if message is None else message
         kind = type(exc).__name__
         self.errors[k] = f"{kind}: {text}" if text else kind

@@ -151,6 +151,7 @@ class PlanMaster:
             transcript=transcript,
             error="; ".join(errors) if errors else None,
             system_fault=any(r.system_fault for r in results),
+            rejected=next((r.rejected for r in results if r.rejected), None),
             started_at=min(r.started_at for r in results),
             finished_at=max(r.finished_at for r in results),
         )
