@@ -4,9 +4,12 @@ different post under a held id (PostIdReusedError); the dispatcher dead-letters 
 once with reason post_id_reused. A store written by the previous version (no fingerprint
 column) is migrated on open and stays readable."""
 
+import asyncio
 import json
 import sqlite3
+import uuid
 
+import asyncpg
 import msgspec
 import pytest
 
@@ -18,11 +21,14 @@ from grebe.config import load_config
 from grebe.core.supervisor import Runtime
 from grebe.errors import PostIdReusedError
 from grebe.stores.base import MemoryStore
+from grebe.stores.postgres import PostgresStore
 from grebe.stores.sqlite import SqliteStore
 from grebe.types import Annotation, Post, post_fingerprint
 
 FIRST = Post(id="p1", author_id="alice", text="first post")
 OTHER = Post(id="p1", author_id="bob", text="a different post, same id")
+NEW = Post(id="p2", author_id="carol", text="arrives together with...")
+NEW_OTHER = Post(id="p2", author_id="dave", text="...another post under its id")
 
 
 def _annotation(post: Post, producer: str = "basic", **kw) -> Annotation:
@@ -36,9 +42,34 @@ def test_fingerprint_ignores_counters_but_not_content() -> None:
     assert post_fingerprint(OTHER) != post_fingerprint(FIRST)
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "memory"])
-async def test_a_different_post_under_a_held_id_is_refused(tmp_path, kind) -> None:
-    store = SqliteStore(tmp_path / "a.db") if kind == "sqlite" else MemoryStore()
+@pytest.fixture
+async def pg_table(request):
+    """A fresh PostgreSQL table name (dropped after), for the postgres cases only."""
+    if "postgres" not in request.node.name:
+        yield None
+        return
+    dsn = request.getfixturevalue("postgres_dsn")
+    table = f"reuse_{uuid.uuid4().hex[:10]}"
+    yield dsn, table
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(f"DROP TABLE IF EXISTS {table}")
+    finally:
+        await conn.close()
+
+
+def _store(kind: str, tmp_path, pg_table):
+    if kind == "sqlite":
+        return SqliteStore(tmp_path / "a.db")
+    if kind == "postgres":
+        dsn, table = pg_table
+        return PostgresStore(dsn, table=table)
+    return MemoryStore()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "memory", "postgres"])
+async def test_a_different_post_under_a_held_id_is_refused(tmp_path, kind, pg_table) -> None:
+    store = _store(kind, tmp_path, pg_table)
     await store.start()
     try:
         await store.upsert([_annotation(FIRST, labels=["first"])])
@@ -49,6 +80,40 @@ async def test_a_different_post_under_a_held_id_is_refused(tmp_path, kind) -> No
             await store.upsert([_annotation(OTHER, labels=["other"])])
         kept = {a.producer: a.labels for a in await store.get("p1")}
         assert kept == {"basic": ["again"], "spam": []}
+        # Within one group write too: the first post of the id wins, the other is refused.
+        both = await asyncio.gather(
+            store.upsert([_annotation(NEW)]), store.upsert([_annotation(NEW_OTHER)]),
+            return_exceptions=True,
+        )
+        assert [type(r).__name__ for r in both] == ["NoneType", "PostIdReusedError"]
+    finally:
+        await store.stop()
+
+
+async def test_a_postgres_table_written_before_fingerprints_is_migrated(pg_table) -> None:
+    dsn, table = pg_table
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(f"""CREATE TABLE {table} (
+            post_id text NOT NULL, producer text NOT NULL, version text NOT NULL,
+            labels jsonb NOT NULL, scores jsonb NOT NULL, reasons jsonb NOT NULL,
+            embedding real[], transcript text, model_versions jsonb NOT NULL,
+            created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL,
+            PRIMARY KEY (post_id, producer, version))""")
+        await conn.execute(
+            f"INSERT INTO {table} VALUES ('p1', 'basic', '1', '[\"old\"]', '{{}}', '{{}}', "
+            "NULL, NULL, '{}', now(), now())"
+        )
+    finally:
+        await conn.close()
+    store = PostgresStore(dsn, table=table)
+    await store.start()
+    try:
+        (old,) = await store.get("p1")
+        assert old.labels == ["old"] and old.content_fingerprint == ""
+        await store.upsert([_annotation(FIRST, labels=["new"])])
+        with pytest.raises(PostIdReusedError):
+            await store.upsert([_annotation(OTHER)])
     finally:
         await store.stop()
 
