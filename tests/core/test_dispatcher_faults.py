@@ -170,3 +170,30 @@ async def test_pause_is_observable_while_a_fault_lasts() -> None:
         await until(lambda: dispatcher.stats.system_faults >= 1)
         assert dispatcher._paused_until > time.time()
     assert source.acks == []  # stopped during the outage: left for redelivery
+
+
+async def test_a_success_ends_the_pause_at_once() -> None:
+    source = MemorySource("s")
+    source.put(post_bytes(1))
+    failures = 1
+
+    def verdict(payload: TaskPayload) -> TaskResult | BaseException:
+        nonlocal failures
+        if failures:
+            failures -= 1
+            return ExecutorUnavailableError("engines restarting")
+        return ok(payload)
+
+    cfg = config(backoff_base_s=60.0, backoff_max_s=60.0)
+    dispatcher = Dispatcher([stream(source)], ScriptedExecutor(verdict), cfg, rng=ZeroRandom())
+    async with Running(dispatcher):
+        await until(lambda: dispatcher.stats.system_faults == 1)
+        paused_until = dispatcher._paused_until
+        assert paused_until > time.time() + 50  # a 60 s pause; the retry comes at 30 s
+        entry, timer = next(iter(dispatcher._retries.items()))
+        timer.cancel()
+        dispatcher._resubmit(entry, False)  # the retry, now rather than in 30 s
+        await acked(source, 1)
+        assert dispatcher._paused_until == 0.0  # the success ended the pause
+        source.put(post_bytes(2))  # and intake takes new posts again at once
+        await acked(source, 2)

@@ -242,6 +242,7 @@ class Dispatcher:
         self._completer: asyncio.Task[None] | None = None
         self._faults = 0  # system faults in a row, since the last success
         self._paused_until = 0.0  # epoch seconds: intake waits while a system fault lasts
+        self._resumed = asyncio.Event()  # a success (or stop) ends the pause early
 
     @property
     def in_flight(self) -> int:
@@ -278,6 +279,7 @@ class Dispatcher:
         acked done), so its broker redelivers it."""
         self._stopping.set()
         self._slots.wake()
+        self._resumed.set()
         drained = True
         try:
             async with asyncio.timeout(drain_window_s):
@@ -311,7 +313,7 @@ class Dispatcher:
         round_ = 0
         while not self._stopping.is_set():
             if self._paused_until > time.time():  # a system fault: let the backlog wait
-                await self._sleep_until(self._paused_until)
+                await self._wait_out_pause()
                 continue
             slots = await self._slots.acquire(batch, self._stopping)
             if not slots:
@@ -344,6 +346,15 @@ class Dispatcher:
             finally:
                 self._slots.settle(reservation)
             round_ += 1
+
+    async def _wait_out_pause(self) -> None:
+        """Wait while a system fault pauses intake: until the pause ends, a post
+        succeeds again, or stop()."""
+        while self._paused_until > time.time() and not self._stopping.is_set():
+            self._resumed.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0.0, self._paused_until - time.time())):
+                    await self._resumed.wait()
 
     async def _sleep_until(self, when: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -396,8 +407,7 @@ class Dispatcher:
         s.empty_round = -2
         # A system fault began while this poll waited: these wait for it to end too (a
         # stop meanwhile leaves them un-acked, for redelivery).
-        while self._paused_until > time.time() and not self._stopping.is_set():
-            await self._sleep_until(self._paused_until)
+        await self._wait_out_pause()
         if self._stopping.is_set() and self._paused_until > time.time():
             return 0
         if limit is not None and limiter is not None:
@@ -539,8 +549,11 @@ class Dispatcher:
                     self._metrics.task_duration(s.name, result.finished_at - result.started_at)
                 for plan, seconds in result.plan_seconds.items():
                     self._metrics.plan_duration(plan, seconds)
-                if result.success:
+                if result.success:  # the system works again: end any pause now
                     self._faults = 0
+                    if self._paused_until:
+                        self._paused_until = 0.0
+                        self._resumed.set()
                     await self._ack(entry, Outcome.DONE)
                     self.stats.done += 1
                     s.unreported_done += 1
