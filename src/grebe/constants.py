@@ -73,7 +73,7 @@ GC_THRESHOLDS = (20_000, 20, 20)  # gc.set_threshold once a runtime process has 
 
 # Exit codes of `grebe run` (2 is taken by usage errors).
 EXIT_OK = 0  # stopped and drained
-EXIT_FAILED = 1  # could not start, or the engines kept dying
+EXIT_FAILED = 1  # could not start, the dispatcher failed, or a caught-up check failed
 EXIT_NOT_DRAINED = 3  # stopped, but the drain window ran out (the rest is redelivered)
 EXIT_FORCED = 130  # a second signal: stopped at once
 
