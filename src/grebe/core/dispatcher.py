@@ -178,6 +178,7 @@ class _Entry:
 
     __slots__ = (
         "attempt", "dispatcher", "last_error", "message", "payload", "settled", "stream",
+        "system_faults",
     )
 
     def __init__(
@@ -191,6 +192,7 @@ class _Entry:
         self.attempt = message.attempt
         self.last_error: str | None = None
         self.settled = False  # its in-flight slot was given back
+        self.system_faults = 0  # system faults in a row (they cost no attempt)
 
     def __call__(self, future: asyncio.Future[TaskResult] | BaseException | None) -> None:
         self.dispatcher._finish(self, future)
@@ -240,7 +242,6 @@ class Dispatcher:
         self._retries: dict[_Entry, asyncio.TimerHandle] = {}
         self._running = False
         self._completer: asyncio.Task[None] | None = None
-        self._faults = 0  # system faults in a row, since the last success
         self._paused_until = 0.0  # epoch seconds: intake waits while a system fault lasts
         self._resumed = asyncio.Event()  # a success (or stop) ends the pause early
 
@@ -550,7 +551,6 @@ class Dispatcher:
                 for plan, seconds in result.plan_seconds.items():
                     self._metrics.plan_duration(plan, seconds)
                 if result.success:  # the system works again: end any pause now
-                    self._faults = 0
                     if self._paused_until:
                         self._paused_until = 0.0
                         self._resumed.set()
@@ -590,16 +590,19 @@ class Dispatcher:
         Even for sources that retry themselves, the message stays here: their retry
         would count a delivery against the post."""
         self.stats.system_faults += 1
-        self._faults += 1
-        pause = self._backoff.ceiling(self._faults)
-        until = time.time() + pause
-        if until > self._paused_until:
-            if self._paused_until <= time.time():
-                log.warning(
-                    "system fault (%s); pausing intake for %.2fs, the post is retried "
-                    "without counting an attempt", entry.last_error, pause,
-                )
-            self._paused_until = until
+        entry.system_faults += 1
+        # Its own backoff grows with its system faults in a row; the pause lasts as long
+        # as its wait, and every failure during an outage extends it: intake stays
+        # paused while posts keep failing this way, and resumes on a success, or when
+        # the pause runs out with nothing failing any more.
+        pause = self._backoff.ceiling(entry.system_faults)
+        now = time.time()
+        if self._paused_until <= now:
+            log.warning(
+                "system fault (%s); pausing intake, the post is retried without "
+                "counting an attempt", entry.last_error,
+            )
+        self._paused_until = max(self._paused_until, now + pause)
         delay = pause * (0.5 + 0.5 * self._rng.random())
         loop = asyncio.get_running_loop()
         self._retries[entry] = loop.call_later(delay, self._resubmit, entry, False)
