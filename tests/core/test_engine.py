@@ -187,3 +187,27 @@ async def test_stop_kills_engines_that_do_not_stop_within_the_timeout(tmp_path, 
     took = loop.time() - started
     assert took < 4.0, f"stop(1.0) took {took:.1f}s"
     assert executor.pids == []
+
+
+@pytest.mark.slow
+async def test_runtime_stop_returns_within_the_drain_window_plus_the_margin(
+    tmp_path, plans_module
+):
+    """B9 at the level of `grebe run`: SIGTERM took drain_window_s + 10 s when an engine
+    would not stop. Now: the window, plus SHUTDOWN_MARGIN_S, plus the sources' commit."""
+    from grebe import constants as C
+    from grebe.core.supervisor import Runtime
+
+    config = load_config(
+        data_dir=tmp_path, engine={"processes": 1, "drain_window_s": 1.0},
+        plans={"factory": f"{plans_module}:slow_stop"}, output={"broker": "none"},
+        store={"backend": "memory"}, metrics={"enabled": False},
+        streams=[{"name": "posts", "eligibilities": ["hang"]}],
+    )
+    runtime = Runtime(config)
+    await runtime.start()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await runtime.stop()
+    took = loop.time() - started
+    assert took < 1.0 + C.SHUTDOWN_MARGIN_S + 1.5, f"stop took {took:.1f}s"
