@@ -12,6 +12,7 @@ import uuid
 import asyncpg
 import msgspec
 import pytest
+import redis.asyncio as aioredis
 
 from grebe import constants as C
 from grebe.brokers.factory import local_log
@@ -22,6 +23,7 @@ from grebe.core.supervisor import Runtime
 from grebe.errors import PostIdReusedError
 from grebe.stores.base import MemoryStore
 from grebe.stores.postgres import PostgresStore
+from grebe.stores.redis import RedisStore
 from grebe.stores.sqlite import SqliteStore
 from grebe.types import Annotation, Post, post_fingerprint
 
@@ -43,6 +45,24 @@ def test_fingerprint_ignores_counters_but_not_content() -> None:
 
 
 @pytest.fixture
+async def redis_prefix(request):
+    """A fresh Redis key prefix (its keys deleted after), for the redis cases only."""
+    if "redis" not in request.node.name:
+        yield None
+        return
+    url = request.getfixturevalue("redis_url")
+    prefix = f"reuse-{uuid.uuid4().hex[:10]}"
+    yield url, prefix
+    client = aioredis.Redis.from_url(url)
+    try:
+        keys = [k async for k in client.scan_iter(f"{prefix}:*")]
+        if keys:
+            await client.delete(*keys)
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
 async def pg_table(request):
     """A fresh PostgreSQL table name (dropped after), for the postgres cases only."""
     if "postgres" not in request.node.name:
@@ -58,18 +78,23 @@ async def pg_table(request):
         await conn.close()
 
 
-def _store(kind: str, tmp_path, pg_table):
+def _store(kind: str, tmp_path, pg_table, redis_prefix):
     if kind == "sqlite":
         return SqliteStore(tmp_path / "a.db")
+    if kind == "redis":
+        url, prefix = redis_prefix
+        return RedisStore(url, prefix=prefix)
     if kind == "postgres":
         dsn, table = pg_table
         return PostgresStore(dsn, table=table)
     return MemoryStore()
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "memory", "postgres"])
-async def test_a_different_post_under_a_held_id_is_refused(tmp_path, kind, pg_table) -> None:
-    store = _store(kind, tmp_path, pg_table)
+@pytest.mark.parametrize("kind", ["sqlite", "memory", "postgres", "redis"])
+async def test_a_different_post_under_a_held_id_is_refused(
+    tmp_path, kind, pg_table, redis_prefix
+) -> None:
+    store = _store(kind, tmp_path, pg_table, redis_prefix)
     await store.start()
     try:
         await store.upsert([_annotation(FIRST, labels=["first"])])
