@@ -18,6 +18,7 @@ from tests.core.test_dispatcher import (
 )
 
 from grebe.brokers.memory import MemorySource
+from grebe.codec import decode_envelope
 from grebe.core import dispatcher as dispatcher_module
 from grebe.core.dispatcher import Dispatcher
 from grebe.core.executor import ExecutorUnavailableError
@@ -197,3 +198,30 @@ async def test_a_success_ends_the_pause_at_once() -> None:
         assert dispatcher._paused_until == 0.0  # the success ended the pause
         source.put(post_bytes(2))  # and intake takes new posts again at once
         await acked(source, 2)
+
+
+async def test_an_engine_dying_under_a_post_is_forgiven_until_it_looks_like_the_post() -> None:
+    from grebe.core.engine import EngineDiedError
+
+    source = MemorySource("s")
+    source.put(post_bytes(1))  # innocent: two engine deaths, then it runs
+    source.put(post_bytes(2))  # poison: every engine running it dies
+    deaths = {"1": 2}
+
+    def verdict(payload: TaskPayload) -> TaskResult | BaseException:
+        if payload.post.id == "2":
+            return EngineDiedError("engine 0 went away with the payload")
+        if deaths["1"]:
+            deaths["1"] -= 1
+            return EngineDiedError("engine 0 went away with the payload")
+        return ok(payload)
+
+    executor = ScriptedExecutor(verdict)
+    dispatcher = Dispatcher([stream(source)], executor, config(max_attempts=3))
+    async with Running(dispatcher):
+        await acked(source, 2)
+    outcomes = {decode_envelope(a.message.value).post.id: a.outcome for a in source.acks}
+    assert outcomes == {"1": Outcome.DONE, "2": Outcome.DEAD}
+    assert max(p.attempt for _, p in executor.seen if p.post.id == "1") == 1  # forgiven
+    # The poison post: 2 deaths forgiven, then 3 counted attempts: 5 deaths in all.
+    assert sum(p.post.id == "2" for _, p in executor.seen) == 5

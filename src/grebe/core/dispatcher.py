@@ -39,6 +39,7 @@ from grebe import constants as C
 from grebe.codec import decode_envelope, encode
 from grebe.config import DispatcherConfig, StreamConfig
 from grebe.core.backoff import Backoff
+from grebe.core.engine import EngineDiedError
 from grebe.core.executor import Executor
 from grebe.core.metrics import DispatcherMetrics, NullMetrics
 from grebe.core.source import Message, Outcome, Source
@@ -177,8 +178,8 @@ class _Entry:
     """One message from poll to ack. Being callable, it is its future's done-callback."""
 
     __slots__ = (
-        "attempt", "dispatcher", "last_error", "message", "payload", "settled", "stream",
-        "system_faults",
+        "attempt", "dispatcher", "engine_deaths", "last_error", "message", "payload",
+        "settled", "stream", "system_faults",
     )
 
     def __init__(
@@ -193,6 +194,7 @@ class _Entry:
         self.last_error: str | None = None
         self.settled = False  # its in-flight slot was given back
         self.system_faults = 0  # system faults in a row (they cost no attempt)
+        self.engine_deaths = 0  # engines that died while running it
 
     def __call__(self, future: asyncio.Future[TaskResult] | BaseException | None) -> None:
         self.dispatcher._finish(self, future)
@@ -544,6 +546,13 @@ class Dispatcher:
             elif (exc := outcome.exception()) is not None:
                 entry.last_error = _describe(exc)
                 system = is_system_fault(exc)
+                if isinstance(exc, EngineDiedError):
+                    # An engine gone is the system's fault (a kill, an OOM of the whole
+                    # engine), unless the post keeps being there when engines die: from
+                    # its max_attempts-th death on, it is a suspect and each death costs
+                    # an attempt, so a post that crashes engines ends as a dead letter.
+                    entry.engine_deaths += 1
+                    system = entry.engine_deaths < self._config.max_attempts
             else:
                 result: TaskResult = outcome.result()
                 if result.finished_at > result.started_at > 0:

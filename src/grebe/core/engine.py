@@ -15,7 +15,8 @@ payloads; engines return results the same way. Futures live and resolve in the
 dispatcher process. A payload goes to the live engine with the fewest in flight.
 
 An engine that dies fails its in-flight futures with EngineDiedError (the dispatcher
-retries them as a failed attempt: the post may be what killed it) and is restarted.
+retries them as a system fault, until a post has seen so many deaths that it is the
+suspect: see Dispatcher) and is restarted.
 Restarts never stop: an engine that keeps dying, or a replacement that dies while it
 loads its models, is restarted after an exponential backoff (ENGINE_RESTART_BACKOFF_*).
 Meanwhile payloads wait parked for the next engine that comes up; an engine outage is a
