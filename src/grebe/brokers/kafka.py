@@ -49,7 +49,7 @@ from grebe.config import KafkaConfig
 from grebe.core.backoff import Backoff
 from grebe.core.offsets import OffsetTracker
 from grebe.core.source import Message, Outcome
-from grebe.errors import BrokerError, ConfigError
+from grebe.errors import BrokerError, BrokerUnavailableError, ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ class KafkaProducer:
             delivery = await self._started().send(topic, value, key=key)
             await delivery
         except KafkaError as exc:
-            raise BrokerError(f"publish to Kafka topic {topic!r} failed: {exc}") from exc
+            raise BrokerUnavailableError(f"publish to Kafka topic {topic!r} failed: {exc}") from exc
 
     async def publish_many(
         self, topic: str, records: Sequence[tuple[bytes | None, bytes]]
@@ -127,7 +127,7 @@ class KafkaProducer:
             deliveries = [await producer.send(topic, value, key=key) for key, value in records]
             await asyncio.gather(*deliveries)
         except KafkaError as exc:
-            raise BrokerError(f"publish to Kafka topic {topic!r} failed: {exc}") from exc
+            raise BrokerUnavailableError(f"publish to Kafka topic {topic!r} failed: {exc}") from exc
 
 
 # --- topics (tests, benchmarks, first setup) -------------------------------------------------
