@@ -147,7 +147,9 @@ def _start(config: Path, out: Path, *args: str) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             [GREBE, "run", "-c", str(config), *args], start_new_session=True,
             stdout=handle, stderr=handle,
-            env={**os.environ, "PYTHONPATH": str(HERE), "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1",
+                 "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE),
+                                                             os.environ.get("PYTHONPATH")]))},
         )
 
 
