@@ -105,3 +105,20 @@ def read_log(path: Path) -> list[tuple[str, str]]:
         if len(parts) == 3 and parts[0] in (START, DONE):
             events.append((parts[0], parts[1]))
     return events
+
+
+def held_in_flight(path: Path, slow_every: int) -> dict[str, int]:
+    """{post id: pid} of held (slow) posts started and not finished, by the last pid
+    that started each: where a kill now lands mid-flight."""
+    if not path.exists():
+        return {}
+    open_: dict[str, int] = {}
+    for line in path.read_bytes().decode(errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) != 3 or not parts[2].isdigit():
+            continue
+        if parts[0] == START and parts[1][1:].isdigit() and int(parts[1][1:]) % slow_every == 0:
+            open_[parts[1]] = int(parts[2])
+        elif parts[0] == DONE:
+            open_.pop(parts[1], None)
+    return open_
