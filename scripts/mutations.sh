@@ -57,6 +57,7 @@ for row in "${MUTATIONS[@]}"; do
       continue
     fi
     echo "KILLED    $name  $test  ($(tail -n 1 "$dir/pytest.log"))"
+    echo "          $(grep -m1 -E '^E ' "$dir/pytest.log" | cut -c1-160)"
     mv "$dir/$file.orig" "$dir/$file"
     if run_test "$dir" "$test"; then
       echo "PASSES    unmutated  $test"

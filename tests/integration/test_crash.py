@@ -39,6 +39,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
 from recording_plan import DONE, START, read_log
 
 pytestmark = pytest.mark.slow
@@ -47,7 +48,7 @@ POSTS = 4000
 ROUNDS = 10
 SLOW_EVERY = 25
 GREBE = str(Path(sys.executable).with_name("grebe"))
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: recording_plan.py
 
 
 def _write_config(tmp_path: Path) -> Path:

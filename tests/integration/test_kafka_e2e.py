@@ -32,10 +32,10 @@ import asyncpg
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
-from recording_plan import DONE, START, held_in_flight, read_log
 
 from grebe.brokers.kafka import KafkaProducer, create_topic, delete_topic
 from grebe.config import KafkaConfig
+from recording_plan import DONE, START, held_in_flight, read_log
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -113,7 +113,7 @@ async def _produce(s: Setup, n: int) -> None:
 
 def _start(config: Path, log: Path) -> subprocess.Popen[bytes]:
     with log.open("ab") as handle:
-        pythonpath = filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")])
+        pythonpath = filter(None, [str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH")])
         return subprocess.Popen(
             [GREBE, "run", "-c", str(config)], stdout=handle, stderr=handle,
             env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(pythonpath)},

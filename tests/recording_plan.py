@@ -19,7 +19,7 @@ Configuration (`plans` section):
       factory: recording_plan:build_bundle
       recording: {log: /path/to/processing.log, slow_every: 25, slow_s: 1.0}
 
-The test puts this directory on PYTHONPATH so engine processes can import it.
+The tests put this directory (tests/) on PYTHONPATH so engine processes can import it.
 """
 
 from __future__ import annotations
