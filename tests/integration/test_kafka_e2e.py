@@ -321,10 +321,11 @@ async def test_replicas_share_one_qps_budget_through_redis(setup: Setup, redis_u
     try:
         await _wait_annotated(setup, 1500, 60, procs)  # both up, past the first burst
         start, before = time.monotonic(), len(await _annotated(setup))
-        await asyncio.sleep(6)
+        await _wait_annotated(setup, before + 2400, 60, procs)  # six seconds' worth
         rate = (len(await _annotated(setup)) - before) / (time.monotonic() - start)
     finally:
         for proc in procs:
             _stop(proc)
-    # Two replicas with private budgets would run at 2 x qps.
-    assert qps * 0.9 <= rate <= qps * 1.1, f"{rate:.0f}/s for a shared budget of {qps}/s"
+    # Two replicas with private budgets would run at 2 x qps. Loose below: a busy box
+    # may process slower than the budget, which is not what this test is about.
+    assert qps * 0.25 <= rate <= qps * 1.2, f"{rate:.0f}/s for a shared budget of {qps}/s"
