@@ -25,7 +25,7 @@ Needs root for the tmpfs mount (`disk_full`). Bounded: `--rounds` and `--max-sec
 Prints the figures and exits 1 when anything was lost, dead-lettered for a system
 fault or duplicated.
 
-    .venv/bin/python scripts/chaos.py --rounds 6 --posts 40 --seed 1
+    .venv/bin/python scripts/chaos.py --rounds 6 --posts 80 --seed 1
 """
 
 from __future__ import annotations
@@ -80,6 +80,7 @@ class Figures:
     dead_system: int = 0
     duplicates: int = 0
     stuck: int = 0
+    exits: Counter[int] = field(default_factory=Counter)  # grebe run died on its own
     system_reasons: Counter[str] = field(default_factory=Counter)
 
     def failed(self) -> bool:
@@ -94,6 +95,9 @@ class Figures:
             f"lost {self.lost}, dead-lettered for a system fault {self.dead_system}, "
             f"duplicates {self.duplicates}, stuck {self.stuck}",
         ]
+        if self.exits:
+            lines.append("grebe run exited on its own: " + ", ".join(
+                f"{n} x exit {code}" for code, n in sorted(self.exits.items())))
         lines += [f"  system-fault dead letter: {n} x {why}"
                   for why, n in self.system_reasons.most_common(5)]
         return "\n".join(lines)
@@ -169,6 +173,7 @@ class Chaos:
         if self.proc is None or self.proc.poll() is not None:
             if self.proc is not None:
                 print(f"  grebe run exited with {self.proc.returncode}; restarting")
+                self.figures.exits[self.proc.returncode] += 1
             self._start()
 
     def _engines(self) -> list[int]:
@@ -194,8 +199,8 @@ class Chaos:
                                                          self.rng.choice((1, 2))))
         print(f"round {number}: {len(ids)} posts, faults {faults}", flush=True)
         self._ensure_running()
-        self._wait_progress(ids)
         for fault in faults:
+            self._wait_progress(ids)
             getattr(self, f"_fault_{fault}")()
             self.figures.faults[fault] += 1
             self._ensure_running()
@@ -220,12 +225,16 @@ class Chaos:
         return ids
 
     def _wait_progress(self, ids: list[str]) -> None:
-        """Until some of this round's posts are annotated: faults land mid-stream."""
+        """Until one more of this round's posts is annotated (posts are being processed
+        right now, so the next fault lands mid-stream), or all of them are."""
         until = time.monotonic() + PROGRESS_TIMEOUT_S
         wanted = set(ids)
-        while not wanted & self._annotated() and time.monotonic() < until:
+        before = len(wanted & self._annotated())
+        while before < len(wanted) and time.monotonic() < until:
+            if len(wanted & self._annotated()) > before:
+                return
             self._ensure_running()
-            time.sleep(0.2)
+            time.sleep(0.1)
 
     def _wait_caught_up(self, until: float) -> None:
         while time.monotonic() < until:
@@ -386,7 +395,7 @@ class Chaos:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--posts", type=int, default=40, help="good posts per round")
+    parser.add_argument("--posts", type=int, default=80, help="good posts per round")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--max-seconds", type=float, default=1200)
     parser.add_argument("--round-timeout", type=float, default=300,
