@@ -16,7 +16,11 @@ DEFAULT_DEAD_LETTER_TOPIC = "dead-letters"
 DEFAULT_CONSUMER_GROUP = "grebe"
 
 # Dispatcher defaults.
-DEFAULT_MAX_IN_FLIGHT = 2048
+# Admission a real model can serve: 512 posts queued at the ~37 posts/s a shared host
+# managed with the real models is ~14 s of queue (2048 was ~55 s, past the 30 s task
+# limit: 36% dead-lettered before queue time stopped counting, see core.deadlines); and by
+# Little's law 512 still sustains 20,000 posts/s of light plans at 25 ms per round trip.
+DEFAULT_MAX_IN_FLIGHT = 512
 DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_BACKOFF_BASE_S = 0.2
 DEFAULT_BACKOFF_MAX_S = 30.0
@@ -27,11 +31,15 @@ LAG_REPORT_INTERVAL_S = 1.0  # per source, at most this often
 # DeadLetter.reason values.
 DEAD_REASON_MAX_ATTEMPTS = "max_attempts"
 DEAD_REASON_DECODE = "decode_error"
+DEAD_REASON_POST_ID_REUSED = "post_id_reused"  # a different post under an annotated id
 
 # Engine defaults.
 DEFAULT_ENGINE_PROCESSES = 1
 DEFAULT_ENGINE_CONCURRENCY = 1024
 DEFAULT_TASK_TIMEOUT_S = 30.0
+# A task's time limit excludes time its payload waited queued for a model, up to this
+# much in all: a model that never serves the queue still ends in a timeout.
+WAIT_CREDIT_MAX_S = 600.0
 DEFAULT_DRAIN_WINDOW_S = 20.0
 
 # Local broker (SQLite log) and SQLite store.
@@ -54,14 +62,18 @@ BASIC_ELIGIBILITY = "basic"
 # Engine processes.
 ENGINE_IPC_BATCH = 256  # payloads per IPC frame
 ENGINE_START_TIMEOUT_S = 60.0
-ENGINE_MAX_RESTARTS = 5  # engine deaths tolerated per ENGINE_RESTART_WINDOW_S
-ENGINE_RESTART_WINDOW_S = 60.0
-ENGINE_STOP_TIMEOUT_S = 10.0  # after a Stop frame, an engine is killed past this
+ENGINE_RESTART_WINDOW_S = 60.0  # deaths this recent make the next restart wait longer
+ENGINE_RESTART_BACKOFF_BASE_S = 0.5  # wait before the 2nd restart in a window, then doubling
+ENGINE_RESTART_BACKOFF_MAX_S = 30.0
+ENGINE_STOP_TIMEOUT_S = 10.0  # after a Stop frame, engines are killed past this (all together)
+# On SIGTERM `grebe run` exits within engine.drain_window_s plus this margin: engines get
+# what is left of the window, but at least this, to stop cleanly, then they are killed.
+SHUTDOWN_MARGIN_S = 2.0
 GC_THRESHOLDS = (20_000, 20, 20)  # gc.set_threshold once a runtime process has started
 
 # Exit codes of `grebe run` (2 is taken by usage errors).
 EXIT_OK = 0  # stopped and drained
-EXIT_FAILED = 1  # could not start, or the engines kept dying
+EXIT_FAILED = 1  # could not start, the dispatcher failed, or a caught-up check failed
 EXIT_NOT_DRAINED = 3  # stopped, but the drain window ran out (the rest is redelivered)
 EXIT_FORCED = 130  # a second signal: stopped at once
 
@@ -73,6 +85,8 @@ DEFAULT_REDIS_PREFIX = "grebe"
 DEFAULT_CACHE_TTL_S = 600.0
 RABBIT_ATTEMPT_HEADER = "x-grebe-attempt"  # deliveries so far, on retried messages
 RABBIT_RETRY_SUFFIX = ".retry"  # <queue>.retry.<attempt>: the delay queue of one attempt
+RABBIT_DRAINED_CHECKS = 3  # --exit-when-done: the queue must look drained this many times...
+RABBIT_DRAINED_INTERVAL_S = 0.2  # ...in a row, this far apart
 # Priority of a RabbitMQ request by the poster's tier, resolved when it is enqueued.
 TIER_PRIORITY = {"viral": 3, "paid": 3, "creator": 2, "hobby": 1, "free": 0, "trial": 0}
 

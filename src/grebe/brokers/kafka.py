@@ -48,7 +48,7 @@ from grebe.config import KafkaConfig
 from grebe.core.backoff import Backoff
 from grebe.core.offsets import OffsetTracker
 from grebe.core.source import Message, Outcome
-from grebe.errors import BrokerError
+from grebe.errors import BrokerError, BrokerUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class KafkaProducer:
             delivery = await self._started().send(topic, value, key=key)
             await delivery
         except KafkaError as exc:
-            raise BrokerError(f"publish to Kafka topic {topic!r} failed: {exc}") from exc
+            raise BrokerUnavailableError(f"publish to Kafka topic {topic!r} failed: {exc}") from exc
 
     async def publish_many(
         self, topic: str, records: Sequence[tuple[bytes | None, bytes]]
@@ -115,7 +115,7 @@ class KafkaProducer:
             deliveries = [await producer.send(topic, value, key=key) for key, value in records]
             await asyncio.gather(*deliveries)
         except KafkaError as exc:
-            raise BrokerError(f"publish to Kafka topic {topic!r} failed: {exc}") from exc
+            raise BrokerUnavailableError(f"publish to Kafka topic {topic!r} failed: {exc}") from exc
 
 
 # --- topics (tests, benchmarks, first setup) -------------------------------------------------

@@ -42,7 +42,7 @@ from typing import Any, Literal, TypeVar
 from grebe import constants as C
 from grebe.core.offsets import OffsetTracker
 from grebe.core.source import Message, Outcome
-from grebe.errors import BrokerError
+from grebe.errors import BrokerError, BrokerUnavailableError
 from grebe.sqlitedb import GroupWriter, SqliteDB, write_txn
 
 _SCHEMA = """
@@ -386,6 +386,8 @@ class LocalLog:
     async def _run_write(self, fn: Callable[..., R], *args: Any) -> R:
         try:
             return await self._db.run(fn, *args)
+        except sqlite3.OperationalError as exc:  # disk full, locked, I/O: a system fault
+            raise BrokerUnavailableError(f"local log {self.path}: {exc}") from exc
         except sqlite3.Error as exc:
             raise BrokerError(f"local log {self.path}: {exc}") from exc
 
@@ -586,7 +588,14 @@ class LocalSource:
             self._full.set()
 
     async def commit(self) -> None:
-        """Store every committable offset now, with the dead letters it passes."""
+        """Store every committable offset now, with the dead letters it passes.
+
+        Shielded: the transaction runs in a thread and cannot be called back, so a
+        cancelled caller (stop() cancelling the committer) must not skip the
+        bookkeeping after it, or the next commit would append its dead letters again."""
+        await asyncio.shield(self._commit_locked())
+
+    async def _commit_locked(self) -> None:
         async with self._commit_lock:
             offsets = self._tracker.committable()
             if not offsets:

@@ -19,7 +19,7 @@ import numpy as np
 from grebe import codec
 from grebe.core.task import SkipTask, TaskContext, TaskSpec
 from grebe.flows.services import FlowServices, MediaFacts, first
-from grebe.types import Annotation
+from grebe.types import Annotation, post_fingerprint
 
 T = TypeVar("T")
 
@@ -201,6 +201,7 @@ async def sink(ctx: TaskContext) -> Annotation:
         embedding=out.embedding,
         transcript=out.transcript,
         model_versions=dict(out.model_versions),
+        content_fingerprint=post_fingerprint(post),
     )
     await services.store.upsert([annotation])
     if services.producer is not None:

@@ -23,7 +23,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from grebe import constants as C
-from grebe.errors import StoreError
+from grebe.errors import StoreError, StoreUnavailableError
 from grebe.types import Annotation
 
 _encoder = msgspec.json.Encoder()
@@ -84,7 +84,10 @@ class RedisStore(_RedisClient):
         try:
             await pipe.execute()
         except (RedisError, OSError) as exc:
-            raise StoreError(f"Redis store: upsert of {len(annotations)} failed: {exc}") from exc
+            # Connection, OOM or read-only replica: Redis, not the post, is at fault.
+            raise StoreUnavailableError(
+                f"Redis store: upsert of {len(annotations)} failed: {exc}"
+            ) from exc
 
     async def get(self, post_id: str) -> list[Annotation]:
         try:
