@@ -65,7 +65,9 @@ TOPIC = "posts"  # the default config's unified_posts stream
 BAD_LINE = '{"post": {"text": "no id or author: dead-lettered for its own fault"}}'
 FAULTS = ("kill_engine", "kill_engine_loading", "kill_dispatcher", "disk_full", "store_cut")
 TMPFS_MB = 64
-FAULT_HOLD_S = 8.0  # how long a disk stays full or the store cut
+FAULT_HOLD_S = 8.0  # how long a disk stays full or the store cut, at least...
+FELT_TIMEOUT_S = 60.0  # ...and until grebe felt it, at most this long
+FELT_MARKS = ("system fault",)  # the dispatcher's log line when it pauses for one
 PROGRESS_TIMEOUT_S = 180.0  # model loading on a busy box is slow
 
 
@@ -80,6 +82,7 @@ class Figures:
     dead_system: int = 0
     duplicates: int = 0
     stuck: int = 0
+    felt: Counter[str] = field(default_factory=Counter)  # outages grebe ran into
     exits: Counter[int] = field(default_factory=Counter)  # grebe run died on its own
     system_reasons: Counter[str] = field(default_factory=Counter)
 
@@ -89,7 +92,8 @@ class Figures:
     def report(self) -> str:
         lines = [
             f"rounds {self.rounds}, faults {sum(self.faults.values())} "
-            f"({', '.join(f'{k} {v}' for k, v in sorted(self.faults.items()))})",
+            f"({', '.join(f'{k} {v}' for k, v in sorted(self.faults.items()))}; "
+            f"outages felt: {', '.join(f'{k} {v}' for k, v in sorted(self.felt.items()))})",
             f"posts {self.posts}: annotated {self.annotated}, dead-lettered for their own "
             f"fault {self.dead_own}",
             f"lost {self.lost}, dead-lettered for a system fault {self.dead_system}, "
@@ -276,13 +280,37 @@ class Chaos:
 
     def _fault_disk_full(self) -> None:
         with fill_disk(self.data):
-            time.sleep(FAULT_HOLD_S)
+            self._hold_until_felt("disk_full")
 
     def _fault_store_cut(self) -> None:
         if self.proxy is None:
             return
         with self.proxy.cut():
-            time.sleep(FAULT_HOLD_S)
+            self._hold_until_felt("store_cut")
+
+    def _hold_until_felt(self, fault: str) -> None:
+        """Keep an outage up at least FAULT_HOLD_S, and until grebe felt it (a write
+        failed: a system-fault pause in its log, or a new dead letter), at most
+        FELT_TIMEOUT_S. A full disk is not felt while SQLite reuses its WAL's space."""
+        log_size = self.out.stat().st_size if self.out.exists() else 0
+        dead = self._system_dead_count()
+        started = time.monotonic()
+        while time.monotonic() - started < FELT_TIMEOUT_S:
+            felt = self._system_dead_count() > dead or any(
+                mark in self._log_since(log_size) for mark in FELT_MARKS)
+            if felt and time.monotonic() - started >= FAULT_HOLD_S:
+                self.figures.felt[fault] += 1
+                return
+            self._ensure_running()
+            time.sleep(0.2)
+
+    def _system_dead_count(self) -> int:
+        return sum(1 for record in self._dead_letters() if record.original not in self.bad_lines)
+
+    def _log_since(self, offset: int) -> str:
+        with self.out.open("rb") as handle:
+            handle.seek(offset)
+            return handle.read().decode(errors="replace")
 
     # --- checks -------------------------------------------------------------------
 
