@@ -67,7 +67,7 @@ FAULTS = ("kill_engine", "kill_engine_loading", "kill_dispatcher", "disk_full", 
 TMPFS_MB = 64
 FAULT_HOLD_S = 8.0  # how long a disk stays full or the store cut, at least...
 FELT_TIMEOUT_S = 60.0  # ...and until grebe felt it, at most this long
-FELT_MARKS = ("system fault",)  # the dispatcher's log line when it pauses for one
+FELT_MARKS = ("system fault", "restart failed")  # a pause for one; an engine that cannot start
 PROGRESS_TIMEOUT_S = 180.0  # model loading on a busy box is slow
 
 
