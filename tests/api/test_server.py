@@ -6,6 +6,7 @@ import signal
 import socket
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -15,8 +16,10 @@ from grebe.api.server import bind
 from grebe.errors import ConfigError
 from grebe.security.keys import new_key
 from grebe.stores.sqlite import SqliteStore
+from recording_plan import DONE, START, held_in_flight, read_log
 
 START_TIMEOUT_S = 60.0
+TESTS_DIR = Path(__file__).resolve().parents[1]  # holds recording_plan.py
 
 
 def free_port() -> int:
@@ -40,45 +43,61 @@ async def wait_ready(client: httpx.AsyncClient, process) -> None:
 
 @pytest.mark.slow
 async def test_serve_runs_pipeline_and_api_then_drains_on_sigterm(tmp_path):
+    """SIGTERM lands while every post is held in the engine (the recording plan holds
+    each for a second): the drain must finish them all before the exit, not drop them."""
     port = free_port()
+    posts = 20
+    log = tmp_path / "processing.log"
     config_file = tmp_path / "grebe.yaml"
     config_file.write_text(yaml.safe_dump({
         "data_dir": str(tmp_path),
         "streams": [{"name": "posts", "eligibilities": ["basic"]}],
-        "engine": {"processes": 1},
-        "plans": {"factory": "grebe.flows.basic:build_bundle"},
+        "engine": {"processes": 1, "drain_window_s": 30},
+        "plans": {"factory": "recording_plan:build_bundle",
+                  "recording": {"log": str(log), "slow_every": 1, "slow_s": 1.0}},
         "api": {"port": port},
     }))
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", "from grebe.cli import main; main()", "serve",
-        "--config", str(config_file), stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    output = tmp_path / "serve.log"
+    tests_dir = str(TESTS_DIR)
+    with output.open("ab") as handle:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", "from grebe.cli import main; main()", "serve",
+            "--config", str(config_file), stdout=handle, stderr=handle,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                filter(None, [tests_dir, os.environ.get("PYTHONPATH")]))},
+        )
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
             await wait_ready(client, process)
-            posts = [{"id": f"s{i}", "author_id": "a", "text": f"post number {i}"}
-                     for i in range(20)]
-            assert (await client.post("/v1/posts", json=posts)).status_code == 202
+            batch = [{"id": f"p{i}", "author_id": "a", "text": f"post number {i}"}
+                     for i in range(posts)]
+            assert (await client.post("/v1/posts", json=batch)).status_code == 202
             deadline = time.monotonic() + 30
-            while (status := (await client.get("/v1/status")).json())["dispatcher"]["done"] < 20:
-                assert time.monotonic() < deadline, status
-                await asyncio.sleep(0.05)
+            while not held_in_flight(log, 1):  # a post started, none can finish for 1 s
+                assert time.monotonic() < deadline, output.read_text()[-3000:]
+                await asyncio.sleep(0.01)
+            status = (await client.get("/v1/status")).json()
             assert status["engines"]["mode"] == "processes"
             assert status["engines"]["alive"] == 1 and len(status["engines"]["pids"]) == 1
             assert "grebe_dispatcher_done_total" in (await client.get("/metrics")).text
             assert (await client.get("/")).status_code == 200
+        in_flight = held_in_flight(log, 1)
         process.send_signal(signal.SIGTERM)
-        _, stderr = await asyncio.wait_for(process.communicate(), 30)
+        await asyncio.wait_for(process.wait(), 60)
     finally:
         if process.returncode is None:
             process.kill()
             await process.wait()
-    assert process.returncode == 0, stderr.decode()[-3000:]
+    assert in_flight, "SIGTERM should land while posts are in flight"
+    assert process.returncode == 0, output.read_text()[-3000:]
+    events = read_log(log)
+    every = {f"p{i}" for i in range(posts)}
+    assert {post for event, post in events if event == DONE} == every, "not drained"
+    assert sorted(post for event, post in events if event == START) == sorted(every)
     store = SqliteStore(tmp_path / "annotations.db")
     await store.start()
     try:
-        assert await store.count() == 20
+        assert await store.count() == posts
     finally:
         await store.stop()
 

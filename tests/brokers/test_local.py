@@ -3,6 +3,8 @@ import sqlite3
 
 import pytest
 
+from grebe import constants as C
+from grebe.brokers import local
 from grebe.brokers.local import LocalLog, LocalProducer, LocalSource, partition_for
 from grebe.core.source import Outcome
 from grebe.errors import BrokerError
@@ -118,19 +120,25 @@ async def test_dead_outcome_without_record_is_refused(tmp_path):
     await log.close()
 
 
-async def test_poll_is_woken_by_a_producer_in_the_same_process(tmp_path):
+async def test_poll_is_woken_by_a_producer_in_the_same_process(tmp_path, monkeypatch):
+    # Re-reads 10 s apart: a pick-up by re-reading takes 10 s, by a wake-up milliseconds
+    # (compared at 5 s, so a busy box cannot turn one into the other).
+    monkeypatch.setattr(C, "LOCAL_POLL_MIN_S", 10.0)
+    monkeypatch.setattr(C, "LOCAL_POLL_MAX_S", 10.0)
     source = _source(tmp_path)
     await source.start()
     producer = LocalProducer(LocalLog(tmp_path / "log.db"))
     await producer.start()
     loop = asyncio.get_running_loop()
-    started = loop.time()
-    poll = asyncio.create_task(source.poll(10, timeout=5))
-    await asyncio.sleep(0.3)  # past the poll backoff ceiling: only a wake-up is this fast
+    poll = asyncio.create_task(source.poll(10, timeout=30))
+    async with asyncio.timeout(10):  # the poll has read the empty log and waits
+        while not local._notifier._waiters:  # noqa: ASYNC110  # no event to wait on
+            await asyncio.sleep(0.005)
+    published = loop.time()
     await producer.publish("posts", b"k", b"hello")
-    messages = await asyncio.wait_for(poll, 1)
+    messages = await asyncio.wait_for(poll, 10)
     assert [m.value for m in messages] == [b"hello"]
-    assert loop.time() - started < 0.45
+    assert loop.time() - published < 5.0
     await producer.stop()
     await source.stop()
 

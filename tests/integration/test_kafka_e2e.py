@@ -4,6 +4,12 @@ Posts are produced to a 6-partition topic; `grebe run` replicas (subprocesses, c
 by YAML: broker kafka, store postgres, output kafka) share one consumer group. Checked
 on the servers themselves: one annotation row per post in PostgreSQL, and every post on
 the output topic (exactly once when nobody crashes).
+
+The kill -9 test runs `recording_plan` (the basic plan plus a processing log, every 25th
+post held for half a second) and checks at-least-once by what it means: posts below a
+committed offset have finished processing, a replica is killed only while one of its
+held posts is unfinished, committed posts are never processed again, and a post is
+processed more than once only if a kill caught it started and uncommitted.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +31,11 @@ from pathlib import Path
 import asyncpg
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from grebe.brokers.kafka import KafkaProducer, create_topic, delete_topic
 from grebe.config import KafkaConfig
+from recording_plan import DONE, START, held_in_flight, read_log
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -44,7 +53,8 @@ class Setup:
     table: str
     tmp: Path
 
-    def config(self, *, max_qps: float | None = None, shared_limits: bool = False) -> Path:
+    def config(self, *, max_qps: float | None = None, shared_limits: bool = False,
+               plans: dict[str, object] | None = None) -> Path:
         stream: dict[str, object] = {
             "name": f"posts-{self.group}", "broker": "kafka", "topic": self.topic,
             "group": self.group, "eligibilities": ["basic"],
@@ -64,6 +74,7 @@ class Setup:
             "dispatcher": {"max_in_flight": 512, "poll_batch": 128},
             "metrics": {"enabled": False},
             "rate_limits": {"storage": "redis" if shared_limits else "memory"},
+            **({"plans": plans} if plans else {}),
         }))
         return path
 
@@ -101,10 +112,13 @@ async def _produce(s: Setup, n: int) -> None:
 
 
 def _start(config: Path, log: Path) -> subprocess.Popen[bytes]:
-    handle = log.open("ab")
-    return subprocess.Popen([GREBE, "run", "-c", str(config)], stdout=handle, stderr=handle,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                            start_new_session=True)
+    with log.open("ab") as handle:
+        pythonpath = filter(None, [str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH")])
+        return subprocess.Popen(
+            [GREBE, "run", "-c", str(config)], stdout=handle, stderr=handle,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(pythonpath)},
+            start_new_session=True,
+        )
 
 
 def _stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
@@ -140,22 +154,41 @@ async def _wait_annotated(
 
 
 async def _output_post_ids(s: Setup) -> list[str]:
+    return [post for post, _, _ in await _read_topic(s, s.output, "post_id")]
+
+
+async def _read_topic(s: Setup, topic: str, id_field: str) -> list[tuple[str, int, int]]:
+    """(post id, partition, offset) of every record of `topic`."""
     consumer = AIOKafkaConsumer(bootstrap_servers=s.bootstrap, enable_auto_commit=False,
                                 auto_offset_reset="earliest")
     await consumer.start()
     try:
-        parts = [TopicPartition(s.output, p) for p in range(PARTITIONS)]
+        parts = [TopicPartition(topic, p) for p in range(PARTITIONS)]
         consumer.assign(parts)
         ends = await consumer.end_offsets(parts)
         await consumer.seek_to_beginning(*parts)
-        ids: list[str] = []
+        found: list[tuple[str, int, int]] = []
         async with asyncio.timeout(60):
-            while sum(ends.values()) > len(ids):
+            while sum(ends.values()) > len(found):
                 for records in (await consumer.getmany(timeout_ms=500)).values():
-                    ids += [json.loads(r.value)["post_id"] for r in records]
-        return ids
+                    found += [(json.loads(r.value)[id_field], r.partition, r.offset)
+                              for r in records]
+        return found
     finally:
         await consumer.stop()
+
+
+async def _committed_post_ids(s: Setup, positions: dict[tuple[int, int], str]) -> set[str]:
+    """Post ids below the group's committed offsets, as the broker has them now."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=s.bootstrap)
+    await admin.start()
+    try:
+        offsets = await admin.list_consumer_group_offsets(s.group)
+    finally:
+        await admin.close()
+    committed = {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == s.topic}
+    return {post for (part, offset), post in positions.items()
+            if offset < committed.get(part, -1)}
 
 
 def _logs(tmp: Path) -> str:
@@ -213,16 +246,31 @@ async def test_a_replica_joining_mid_stream_takes_partitions_without_duplicates(
 async def test_kill_9_a_replica_ten_times_loses_nothing(setup: Setup) -> None:
     posts = 20_000
     rounds = 10
+    slow_every = 25
     rng = random.Random(int(os.environ.get("GREBE_CHAOS_SEED", "7")))
     await _produce(setup, posts)
-    config = setup.config(max_qps=250)  # per replica: the stream outlasts the ten rounds
+    positions = {(part, offset): post
+                 for post, part, offset in await _read_topic(setup, setup.topic, "id")}
+    log = setup.tmp / "processing.log"
+    config = setup.config(max_qps=250, plans={  # per replica: outlasts the ten rounds
+        "factory": "recording_plan:build_bundle",
+        "recording": {"log": str(log), "slow_every": slow_every, "slow_s": 0.5},
+    })
     procs = [_start(config, setup.tmp / f"replica-{i}.log") for i in range(2)]
+    kills: list[tuple[int, set[str]]] = []  # per kill: log lines then, posts committed then
     try:
-        for _ in range(rounds):
+        for round_ in range(rounds):
             await asyncio.sleep(rng.uniform(1.0, 4.0))
-            victim = rng.randrange(2)
+            victim = await _replica_holding_a_slow_post(log, procs, slow_every, rng)
             os.killpg(procs[victim].pid, signal.SIGKILL)
             procs[victim].wait(10)
+            # Committed offsets first, then the log: a post committed by now has all
+            # its lines before `log_end`, so a later start of it is a reprocessing.
+            committed = await _committed_post_ids(setup, positions)
+            events = read_log(log)
+            kills.append((len(events), committed))
+            unfinished = sorted(committed - {post for event, post in events if event == DONE})
+            assert not unfinished, f"round {round_}: committed unfinished {unfinished[:5]}"
             procs[victim] = _start(config, setup.tmp / f"replica-{victim}.log")
         assert len(await _annotated(setup)) < posts, "the stream ended before the chaos did"
         await _wait_annotated(setup, posts, 170, procs)
@@ -231,11 +279,37 @@ async def test_kill_9_a_replica_ten_times_loses_nothing(setup: Setup) -> None:
     finally:
         for proc in procs:
             _stop(proc)
+    every = {f"p{i}" for i in range(posts)}
     annotated = await _annotated(setup)
-    assert len(annotated) == posts, "duplicate or extra annotation rows"
-    assert set(annotated) == {f"p{i}" for i in range(posts)}, "missing posts"
+    assert set(annotated) == every, "missing posts"
+    events = read_log(log)
+    assert {post for event, post in events if event == DONE} == every
+    starts = [(i, post) for i, (event, post) in enumerate(events) if event == START]
+    allowed = Counter({post: 1 for _, post in starts})
+    for number, (log_end, committed) in enumerate(kills):
+        again = sorted({post for i, post in starts if i >= log_end and post in committed})
+        assert not again, f"kill {number}: committed posts processed again: {again[:5]}"
+        allowed.update({post for i, post in starts if i < log_end} - committed)
+    counts = Counter(post for _, post in starts)
+    extra = sorted(post for post, n in counts.items() if n > allowed[post])
+    assert not extra, f"processed more often than the kills explain: {extra[:5]}"
     output = await _output_post_ids(setup)
-    assert set(output) == set(annotated)  # at least once on the output topic
+    assert set(output) == every  # at least once on the output topic
+
+
+async def _replica_holding_a_slow_post(
+    log: Path, procs: list[subprocess.Popen[bytes]], slow_every: int, rng: random.Random
+) -> int:
+    """Index of a replica (engines run in-process: the log's pid is the replica's) that
+    has a held post started and unfinished right now: a kill then lands mid-flight."""
+    pids = [proc.pid for proc in procs]
+    async with asyncio.timeout(60):
+        while True:
+            holders = set(held_in_flight(log, slow_every).values())
+            live = [i for i, pid in enumerate(pids) if pid in holders]
+            if live:
+                return rng.choice(live)
+            await asyncio.sleep(0.01)
 
 
 async def test_replicas_share_one_qps_budget_through_redis(setup: Setup, redis_url: str) -> None:
@@ -247,10 +321,11 @@ async def test_replicas_share_one_qps_budget_through_redis(setup: Setup, redis_u
     try:
         await _wait_annotated(setup, 1500, 60, procs)  # both up, past the first burst
         start, before = time.monotonic(), len(await _annotated(setup))
-        await asyncio.sleep(6)
+        await _wait_annotated(setup, before + 2400, 60, procs)  # six seconds' worth
         rate = (len(await _annotated(setup)) - before) / (time.monotonic() - start)
     finally:
         for proc in procs:
             _stop(proc)
-    # Two replicas with private budgets would run at 2 x qps.
-    assert qps * 0.9 <= rate <= qps * 1.1, f"{rate:.0f}/s for a shared budget of {qps}/s"
+    # Two replicas with private budgets would run at 2 x qps. Loose below: a busy box
+    # may process slower than the budget, which is not what this test is about.
+    assert qps * 0.25 <= rate <= qps * 1.2, f"{rate:.0f}/s for a shared budget of {qps}/s"
