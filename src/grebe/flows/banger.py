@@ -13,7 +13,7 @@ import re
 
 from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
-from grebe.flows import llm, shared
+from grebe.flows import language, llm, shared
 from grebe.flows.settings import BangerSettings
 from grebe.flows.signals import words
 from grebe.types import Eligibility, Post
@@ -61,6 +61,10 @@ async def topics(ctx: TaskContext) -> dict[str, float]:
 
 
 async def penalties(ctx: TaskContext) -> dict[str, float]:
+    """Spam and offensiveness discounts; none when the models do not cover the language
+    (an English spam head reads benign Japanese as spam)."""
+    if await language.local_abstain(ctx, "the spam and offensive-language models"):
+        return {"spam": 0.0, "offensive": 0.0}
     text = ctx.payload.post.text
     return {"spam": await shared.spam_head_score(ctx, text),
             "offensive": await shared.offensive_score(ctx, text)}

@@ -76,11 +76,11 @@ class HateLabels:
 
 
 def build_models(config: GrebeConfig, settings: FlowSettings) -> FlowModels:
-    """The `inference` section through the factory; py3langid only when a plan needs it."""
-    inference = parse_inference_config(config.inference)
-    if not any(settings.plan(name).languages for name in settings.enabled):
-        inference = inference.model_copy(update={"language_id": False})
-    return FlowModels.from_backends(InferenceBackends(inference))
+    """The `inference` section through the factory. py3langid always (unless switched
+    off): every annotation records the post's language and text models abstain outside
+    theirs (grebe.flows.language)."""
+    del settings  # kept in the signature: callers pass the plan settings
+    return FlowModels.from_backends(InferenceBackends(parse_inference_config(config.inference)))
 
 
 class PipelineHydrator:

@@ -14,7 +14,7 @@ import re
 
 from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
-from grebe.flows import llm, shared
+from grebe.flows import language, llm, shared
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import PtosSettings
 from grebe.types import Eligibility
@@ -48,11 +48,18 @@ def text_of(ctx: TaskContext) -> str:
     return f"{ctx.payload.post.text}\n{facts.ocr_text}".strip()
 
 
+TEXT_MODELS = "the spam, hate and offensive-language models"
+
+
 async def spam(ctx: TaskContext) -> float:
+    if await language.local_abstain(ctx, TEXT_MODELS):
+        return 0.0
     return await shared.spam_head_score(ctx, text_of(ctx))
 
 
 async def toxicity(ctx: TaskContext) -> dict[str, float]:
+    if await language.local_abstain(ctx, TEXT_MODELS):
+        return {"hate": 0.0, "offensive": 0.0}
     hate = await shared.hate_scores(ctx, text_of(ctx))
     profanity = await shared.offensive_score(ctx, text_of(ctx))
     return {"hate": hate.get("hate", 0.0),
@@ -94,6 +101,13 @@ async def categories(ctx: TaskContext) -> dict[str, float]:
         scored = {c: (getattr(answer, c).score, getattr(answer, c).reason) for c in CATEGORIES}
     else:
         scored = local_categories(ctx, settings)
+        why_not = await language.local_abstain(ctx, TEXT_MODELS)
+        if why_not:  # only what does not read the text (the NSFW image score) stays
+            facts = ctx.results["media"]
+            scored = {c: (0.0, why_not) for c in CATEGORIES}
+            scored["sexual"] = (facts.max_nsfw, f"nsfw {facts.max_nsfw:.2f}; {why_not}")
+            ctx.output.labels.append(language.LABEL_ABSTAIN)
+            ctx.output.reasons[language.LABEL_ABSTAIN] = why_not
     matched = {}
     for category, (score, reason) in scored.items():
         ctx.output.scores[f"ptos.{category}"] = round(score, 4)

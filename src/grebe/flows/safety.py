@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
-from grebe.flows import llm, shared
+from grebe.flows import language, llm, shared
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import SafetySettings
 from grebe.types import Eligibility
@@ -33,7 +33,14 @@ async def text_scores(ctx: TaskContext, text: str) -> dict[str, float]:
     }
 
 
+TEXT_MODELS = "the hate and offensive-language models"
+
+
 async def post_text(ctx: TaskContext) -> dict[str, float]:
+    """The post text's scores; zeros when the models do not cover its language (media
+    text is OCR'd and transcribed by English models, so it is scored as English)."""
+    if await language.local_abstain(ctx, TEXT_MODELS):
+        return {LABEL_HATE: 0.0, LABEL_OFFENSIVE: 0.0}
     return await text_scores(ctx, ctx.payload.post.text)
 
 
@@ -75,7 +82,10 @@ async def classify(ctx: TaskContext) -> list[str]:
         ctx.output.reasons[label] = (
             why_text or f"{label} score {score:.2f} >= {thresholds[label]:.2f} {where}".strip()
         )
-    ctx.output.labels.extend(failed or [LABEL_SAFE])
+    why_not = await language.local_abstain(ctx, TEXT_MODELS)
+    if why_not:
+        ctx.output.reasons[language.LABEL_ABSTAIN] = why_not
+    ctx.output.labels.extend(failed or [language.LABEL_ABSTAIN if why_not else LABEL_SAFE])
     if facts.nsfw_model:
         ctx.output.model_versions["nsfw"] = facts.nsfw_model
     return failed

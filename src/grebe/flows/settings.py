@@ -167,6 +167,14 @@ class AuthorMemorySettings(_Section):
     window_s: float = Field(default=3600.0, gt=0)
 
 
+class LanguageSettings(_Section):
+    """When a detected language counts as known (grebe.flows.language explains why short
+    texts are unknown: py3langid gives "lol ok" Volapük 0.11)."""
+
+    min_confidence: float = Field(default=0.5, ge=0, le=1)
+    min_letters: int = Field(default=12, ge=0)
+
+
 class SharedCacheSettings(_Section):
     """Cross-payload/retry cache of embeddings, media facts and model scores."""
 
@@ -189,7 +197,7 @@ PLAN_SETTINGS: dict[str, type[PlanSettings]] = {
 }
 
 _TOP_KEYS = {"factory", "enabled", "classifier", "prompts_dir", "defaults",
-             "author_memory", "shared_cache"}
+             "author_memory", "shared_cache", "language"}
 
 
 class FlowSettings(_Section):
@@ -198,6 +206,7 @@ class FlowSettings(_Section):
     prompts_dir: Path | None = None  # override the packaged prompt templates
     author_memory: AuthorMemorySettings = AuthorMemorySettings()
     shared_cache: SharedCacheSettings = SharedCacheSettings()
+    language: LanguageSettings = LanguageSettings()
     per_plan: dict[str, PlanSettings] = Field(default_factory=dict)
 
     def plan(self, name: str) -> Any:

@@ -27,7 +27,6 @@ T = TypeVar("T")
 KEY_EMBED = "emb"
 KEY_OFFENSIVE = "offensive"
 KEY_HATE = "hate"
-KEY_LANG = "lang"
 KEY_MEDIA = "media"
 KEY_SPAM_HEAD = "spam_head"
 
@@ -104,17 +103,12 @@ async def spam_head_score(ctx: TaskContext, text: str) -> float:
 
 
 async def language(ctx: TaskContext) -> str | None:
-    """The post's declared language, else the detector's best guess."""
-    post = ctx.payload.post
-    detector = services_of(ctx).language
-    if post.lang or detector is None or not post.text.strip():
-        return post.lang
+    """The post's declared language, else the detector's best guess (even an unsure one:
+    the `languages` filter routes posts; grebe.flows.language decides what models may
+    judge)."""
+    from grebe.flows.language import guess
 
-    async def compute() -> str | None:
-        scores = first(await detector.classify([post.text]))
-        return max(scores, key=scores.__getitem__) if scores else None
-
-    return await shared(ctx, f"{KEY_LANG}:{digest(post.text)}", compute)
+    return (await guess(ctx)).top
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -189,8 +183,11 @@ async def transcript(ctx: TaskContext) -> str:
 async def sink(ctx: TaskContext) -> Annotation:
     """Upsert the plan's annotation (idempotent by post, producer, version) and publish
     it to the output topic; then remember the post for the plan's dedupe window."""
+    from grebe.flows.language import record
+
     services = services_of(ctx)
     out, post = ctx.output, ctx.payload.post
+    await record(ctx)
     annotation = Annotation(
         post_id=post.id,
         producer=ctx.plan,

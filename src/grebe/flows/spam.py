@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
-from grebe.flows import llm, shared
+from grebe.flows import language, llm, shared
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import SpamSettings
 from grebe.flows.signals import TextSignals, text_signals
@@ -27,11 +27,20 @@ def full_text(ctx: TaskContext) -> str:
     return f"{post_text}\n{facts.ocr_text}".strip() if facts.ocr_text else post_text
 
 
+async def abstain(ctx: TaskContext) -> str | None:
+    """Why the local text models may not judge this post (its language), or None."""
+    return await language.local_abstain(ctx, "the spam models")
+
+
 async def head(ctx: TaskContext) -> float:
+    if await abstain(ctx):
+        return 0.0
     return await shared.spam_head_score(ctx, full_text(ctx))
 
 
 async def offensive(ctx: TaskContext) -> float:
+    if await abstain(ctx):
+        return 0.0
     return await shared.offensive_score(ctx, full_text(ctx))
 
 
@@ -77,6 +86,11 @@ def combine(head_p: float, sig: TextSignals, offensive_p: float,
 
 async def classify(ctx: TaskContext) -> float:
     settings: SpamSettings = shared.settings_of(ctx)
+    why_not = await abstain(ctx)
+    if why_not:
+        ctx.output.labels.append(language.LABEL_ABSTAIN)
+        ctx.output.reasons[LABEL_SPAM] = why_not
+        return 0.0
     if ctx.services.settings.backend(ctx.plan) == "llm":
         # The model's yes/no decides the label; its score is reported as given.
         verdict = await llm.ask(ctx, "spam", llm.SpamVerdict, text=full_text(ctx))
