@@ -197,7 +197,7 @@ PLAN_SETTINGS: dict[str, type[PlanSettings]] = {
 }
 
 _TOP_KEYS = {"factory", "enabled", "classifier", "prompts_dir", "defaults",
-             "author_memory", "shared_cache", "language"}
+             "author_memory", "shared_cache", "language", "policy_file", "policy_version"}
 
 
 class FlowSettings(_Section):
@@ -207,6 +207,8 @@ class FlowSettings(_Section):
     author_memory: AuthorMemorySettings = AuthorMemorySettings()
     shared_cache: SharedCacheSettings = SharedCacheSettings()
     language: LanguageSettings = LanguageSettings()
+    policy_file: Path | None = None  # default: the packaged grebe/data/policy.yaml
+    policy_version: str = ""  # filled from the policy file (grebe.flows.policy)
     per_plan: dict[str, PlanSettings] = Field(default_factory=dict)
 
     def plan(self, name: str) -> Any:
@@ -226,12 +228,19 @@ class FlowSettings(_Section):
                 f"invalid plans configuration: unknown keys {unknown}; "
                 f"plans are {sorted(PLAN_SETTINGS)}"
             )
+        from grebe.flows import policy
+
+        file_version, policy_keys = policy.read_policy(raw.get("policy_file"))
+        changed = policy.overrides(raw, list(PLAN_SETTINGS))
         defaults = raw.pop("defaults", None) or {}
         raw.pop("factory", None)
         per_plan: dict[str, PlanSettings] = {}
         for name, kind in PLAN_SETTINGS.items():
-            per_plan[name] = _validate(kind, {**defaults, **(raw.pop(name, None) or {})}, name)
+            layered = {**policy_keys.get(name, {}), **defaults, **(raw.pop(name, None) or {})}
+            per_plan[name] = _validate(kind, layered, name)
         settings = _validate(cls, raw, "")
+        settings.policy_version = policy.effective_version(
+            file_version, settings.policy_version or None, changed)
         bad = sorted(set(settings.enabled) - set(PLAN_SETTINGS))
         if bad:
             raise ConfigError(f"plans.enabled names unknown plans {bad}")

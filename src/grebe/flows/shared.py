@@ -198,6 +198,7 @@ async def sink(ctx: TaskContext) -> Annotation:
         embedding=out.embedding,
         transcript=out.transcript,
         model_versions=dict(out.model_versions),
+        policy_version=services.settings.policy_version or None,
     )
     await services.store.upsert([annotation])
     if services.producer is not None:

@@ -25,7 +25,7 @@ from grebe.types import Annotation
 
 _COLUMNS = (
     "post_id, producer, version, labels, scores, reasons, embedding, transcript, "
-    "model_versions, created_at, updated_at"
+    "model_versions, created_at, updated_at, policy_version"
 )
 _POOL_MIN, _POOL_MAX = 1, 4
 _DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
@@ -46,16 +46,21 @@ CREATE TABLE IF NOT EXISTS {table} (
     created_at timestamptz NOT NULL,
     updated_at timestamptz NOT NULL,
     PRIMARY KEY (post_id, producer, version)
-)"""
+);
+-- Tables created before annotations carried their policy version gain the column;
+-- their rows read back with policy_version NULL.
+ALTER TABLE {table} ADD COLUMN IF NOT EXISTS policy_version text"""
 
 
 def _upsert_sql(table: str) -> str:
     return (
-        f"INSERT INTO {table} ({_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
+        f"INSERT INTO {table} ({_COLUMNS}) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) "
         "ON CONFLICT (post_id, producer, version) DO UPDATE SET "
         "labels = excluded.labels, scores = excluded.scores, reasons = excluded.reasons, "
         "embedding = excluded.embedding, transcript = excluded.transcript, "
-        "model_versions = excluded.model_versions, updated_at = excluded.updated_at"
+        "model_versions = excluded.model_versions, updated_at = excluded.updated_at, "
+        "policy_version = excluded.policy_version"
     )
 
 
@@ -66,7 +71,7 @@ def _ts(epoch: float) -> datetime:
 def _row(a: Annotation) -> tuple[Any, ...]:
     return (
         a.post_id, a.producer, a.version, a.labels, a.scores, a.reasons, a.embedding,
-        a.transcript, a.model_versions, _ts(a.created_at), _ts(a.updated_at),
+        a.transcript, a.model_versions, _ts(a.created_at), _ts(a.updated_at), a.policy_version,
     )
 
 
@@ -77,6 +82,7 @@ def _annotation(record: asyncpg.Record) -> Annotation:
         embedding=list(record["embedding"]) if record["embedding"] is not None else None,
         transcript=record["transcript"], model_versions=record["model_versions"],
         created_at=record["created_at"].timestamp(), updated_at=record["updated_at"].timestamp(),
+        policy_version=record["policy_version"],
     )
 
 
