@@ -43,6 +43,8 @@ def engagement_score(post: Post, saturation: float) -> float:
 
 
 async def embedding(ctx: TaskContext) -> object:
+    if shared.uses_llm(ctx):  # the chat model names the topics
+        return None
     return await shared.text_embedding(ctx)
 
 
@@ -50,7 +52,9 @@ async def topics(ctx: TaskContext) -> dict[str, float]:
     """Topic -> cosine, for topics at or above the threshold (centroids are cached)."""
     settings: BangerSettings = shared.settings_of(ctx)
     vector = ctx.results["embedding"]
-    tagged = {}
+    tagged: dict[str, float] = {}
+    if vector is None:
+        return tagged
     for name, description in settings.topics.items():
         similarity = shared.cosine(vector, await shared.embed(ctx, description))
         if similarity >= settings.topic_threshold:
@@ -63,7 +67,8 @@ async def topics(ctx: TaskContext) -> dict[str, float]:
 async def penalties(ctx: TaskContext) -> dict[str, float]:
     """Spam and offensiveness discounts; none when the models do not cover the language
     (an English spam head reads benign Japanese as spam)."""
-    if await language.local_abstain(ctx, "the spam and offensive-language models"):
+    if shared.uses_llm(ctx) or await language.local_abstain(
+            ctx, "the spam and offensive-language models"):
         return {"spam": 0.0, "offensive": 0.0}
     text = ctx.payload.post.text
     return {"spam": await shared.spam_head_score(ctx, text),

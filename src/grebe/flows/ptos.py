@@ -52,13 +52,13 @@ TEXT_MODELS = "the spam, hate and offensive-language models"
 
 
 async def spam(ctx: TaskContext) -> float:
-    if await language.local_abstain(ctx, TEXT_MODELS):
+    if shared.uses_llm(ctx) or await language.local_abstain(ctx, TEXT_MODELS):
         return 0.0
     return await shared.spam_head_score(ctx, text_of(ctx))
 
 
 async def toxicity(ctx: TaskContext) -> dict[str, float]:
-    if await language.local_abstain(ctx, TEXT_MODELS):
+    if shared.uses_llm(ctx) or await language.local_abstain(ctx, TEXT_MODELS):
         return {"hate": 0.0, "offensive": 0.0}
     hate = await shared.hate_scores(ctx, text_of(ctx))
     profanity = await shared.offensive_score(ctx, text_of(ctx))

@@ -39,13 +39,15 @@ TEXT_MODELS = "the hate and offensive-language models"
 async def post_text(ctx: TaskContext) -> dict[str, float]:
     """The post text's scores; zeros when the models do not cover its language (media
     text is OCR'd and transcribed by English models, so it is scored as English)."""
-    if await language.local_abstain(ctx, TEXT_MODELS):
+    if shared.uses_llm(ctx) or await language.local_abstain(ctx, TEXT_MODELS):
         return {LABEL_HATE: 0.0, LABEL_OFFENSIVE: 0.0}
     return await text_scores(ctx, ctx.payload.post.text)
 
 
 async def media_text(ctx: TaskContext) -> dict[str, float]:
     facts: MediaFacts = ctx.results["media"]
+    if shared.uses_llm(ctx):  # the chat model reads the media text itself
+        return {LABEL_HATE: 0.0, LABEL_OFFENSIVE: 0.0}
     return await text_scores(ctx, f"{facts.ocr_text}\n{facts.transcript}")
 
 

@@ -39,6 +39,12 @@ SKIP_DUPLICATE = "already annotated within the dedupe TTL"
 SKIP_RATE_LIMITED = "rate limited"
 
 
+def uses_llm(ctx: TaskContext) -> bool:
+    """The plan's classifier is the chat model: its local model tasks must not run (they
+    would cost a model pass whose result is thrown away)."""
+    return bool(ctx.services.settings.backend(ctx.plan) == "llm")
+
+
 def services_of(ctx: TaskContext) -> FlowServices:
     return ctx.services
 

@@ -33,18 +33,20 @@ async def abstain(ctx: TaskContext) -> str | None:
 
 
 async def head(ctx: TaskContext) -> float:
-    if await abstain(ctx):
+    if shared.uses_llm(ctx) or await abstain(ctx):
         return 0.0
     return await shared.spam_head_score(ctx, full_text(ctx))
 
 
 async def offensive(ctx: TaskContext) -> float:
-    if await abstain(ctx):
+    if shared.uses_llm(ctx) or await abstain(ctx):
         return 0.0
     return await shared.offensive_score(ctx, full_text(ctx))
 
 
-async def signals(ctx: TaskContext) -> TextSignals:
+async def signals(ctx: TaskContext) -> TextSignals | None:
+    if shared.uses_llm(ctx):
+        return None
     settings: SpamSettings = shared.settings_of(ctx)
     post = ctx.payload.post
     return text_signals(
