@@ -2,9 +2,10 @@
 is it about?
 
 Local classifier: a quality score from the shape of the text, early engagement per view
-and media, discounted for spam and offensiveness; topic tags from the cosine between the
-post embedding and each configured topic's centroid (the embedding of its description),
-plus the post's hashtags.
+and media, discounted for spam and offensiveness; only a post with engagement counts
+(`candidate_min_views`) can be a candidate: shape and media alone are not quality.
+Topic tags from the cosine between the post embedding and each configured topic's
+centroid (the embedding of its description), plus the post's hashtags.
 """
 
 from __future__ import annotations
@@ -95,7 +96,12 @@ async def score(ctx: TaskContext) -> float:
         reason = ", ".join(f"{k} {v:.2f}" for k, v in parts.items())
         reason += f"; spam {pen['spam']:.2f}, offensive {pen['offensive']:.2f}"
         tags = ctx.results["topics"]
-    if quality >= settings.threshold:
+    # The chat model reads quality from the text itself; the local score needs counts.
+    unseen = not shared.uses_llm(ctx) and post.view_count < settings.candidate_min_views
+    if unseen:
+        reason += (f"; not a candidate: {post.view_count} views < {settings.candidate_min_views}"
+                   " (the screen needs engagement counts)")
+    if quality >= settings.threshold and not unseen:
         ctx.output.labels.append(LABEL_BANGER)
     ctx.output.labels.extend(f"{TOPIC_PREFIX}{t}" for t in sorted(tags, key=lambda t: -tags[t]))
     ctx.output.scores["quality"] = round(quality, 4)

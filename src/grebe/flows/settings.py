@@ -112,6 +112,10 @@ class PtosSettings(PlanSettings):
 
 class BangerSettings(PlanSettings):
     threshold: float = Field(default=0.6, ge=0, le=1)
+    # The screen needs engagement: text shape alone is not quality (a text-only post
+    # without counts capped at 0.4999, and any media post reached 0.65). Posts with
+    # fewer views than this get scores and topics but are never candidates.
+    candidate_min_views: int = Field(default=100, ge=0)
     min_words: int = Field(default=6, ge=1)
     max_words: int = Field(default=80, ge=1)
     engagement_saturation: float = Field(default=0.05, gt=0)  # weighted engagement per view
