@@ -45,6 +45,8 @@ class PlanSettings(_Section):
     max_qps: float | None = Field(default=None, gt=0)  # per plan, per engine process
     rate_limit_max_wait_s: float = Field(default=2.0, ge=0)  # longer: skip as rate_limited
     classifier: ClassifierBackend | None = None  # None: plans.classifier
+    # "<head>.<class>" -> threshold; unset: the head's validation threshold (policy data)
+    head_thresholds: dict[str, float] = Field(default_factory=dict)
 
 
 class SpamSettings(PlanSettings):
@@ -201,7 +203,8 @@ PLAN_SETTINGS: dict[str, type[PlanSettings]] = {
 }
 
 _TOP_KEYS = {"factory", "enabled", "classifier", "prompts_dir", "defaults",
-             "author_memory", "shared_cache", "language", "policy_file", "policy_version"}
+             "author_memory", "shared_cache", "language", "policy_file", "policy_version",
+             "heads", "heads_path"}
 
 
 class FlowSettings(_Section):
@@ -212,6 +215,8 @@ class FlowSettings(_Section):
     shared_cache: SharedCacheSettings = SharedCacheSettings()
     language: LanguageSettings = LanguageSettings()
     policy_file: Path | None = None  # default: the packaged grebe/data/policy.yaml
+    heads: bool = True  # judge text with the trained heads (grebe.inference.heads)
+    heads_path: Path | None = None  # default: the packaged head weights
     policy_version: str = ""  # filled from the policy file (grebe.flows.policy)
     per_plan: dict[str, PlanSettings] = Field(default_factory=dict)
 

@@ -29,6 +29,7 @@ KEY_OFFENSIVE = "offensive"
 KEY_HATE = "hate"
 KEY_MEDIA = "media"
 KEY_SPAM_HEAD = "spam_head"
+KEY_HEADS = "heads"
 
 # Skip reasons (they appear in task errors and the analyze output).
 SKIP_DEADLINE = "deadline passed"
@@ -106,6 +107,23 @@ async def spam_head_score(ctx: TaskContext, text: str) -> float:
         return float(services.spam_head.score(vector[None, :])[0])
 
     return await shared(ctx, f"{KEY_SPAM_HEAD}:{digest(text)}", compute)
+
+
+async def head_probs(ctx: TaskContext, text: str) -> dict[str, dict[str, float]]:
+    """{head: {class: p}} from every trained head on the one embedding of `text`: one
+    encoder pass (the `embed` memo) feeds all heads, and the heads run once per text."""
+    heads = services_of(ctx).heads
+    if heads is None:
+        return {}
+    vector = await embed(ctx, text)
+    ctx.output.model_versions["heads"] = heads.version
+
+    async def compute() -> dict[str, dict[str, float]]:
+        probs = heads.predict(vector[None, :])
+        return {name: {c: float(p) for c, p in zip(info.classes, probs[name][0], strict=True)}
+                for name, info in heads.heads.items()}
+
+    return await shared(ctx, f"{KEY_HEADS}:{digest(text)}", compute)
 
 
 async def language(ctx: TaskContext) -> str | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
-from grebe.flows import language, llm, shared
+from grebe.flows import judge, language, llm, shared
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import SpamSettings
 from grebe.flows.signals import TextSignals, text_signals
@@ -29,17 +29,22 @@ def full_text(ctx: TaskContext) -> str:
 
 async def abstain(ctx: TaskContext) -> str | None:
     """Why the local text models may not judge this post (its language), or None."""
-    return await language.local_abstain(ctx, "the spam models")
+    return await language.local_abstain(ctx, "the spam models",
+                                        judge.languages_of(ctx, judge.SPAM))
 
 
 async def head(ctx: TaskContext) -> float:
     if shared.uses_llm(ctx) or await abstain(ctx):
         return 0.0
+    if ctx.services.heads is not None:
+        return (await judge.verdicts(ctx, full_text(ctx)))[judge.SPAM].score
     return await shared.spam_head_score(ctx, full_text(ctx))
 
 
 async def offensive(ctx: TaskContext) -> float:
-    if shared.uses_llm(ctx) or await abstain(ctx):
+    """The offensive part of the pre-heads noisy-or (the heads' spam head needs none:
+    offensiveness is not spam)."""
+    if shared.uses_llm(ctx) or ctx.services.heads is not None or await abstain(ctx):
         return 0.0
     return await shared.offensive_score(ctx, full_text(ctx))
 
@@ -70,6 +75,23 @@ def signal_strength(sig: TextSignals, settings: SpamSettings) -> tuple[float, st
     return candidates[reason], reason
 
 
+def repeated_links(sig: TextSignals, settings: SpamSettings) -> str | None:
+    """The one cheap-signal rule strong enough alone: the same text with links, posted
+    again and again by one author."""
+    if sig.links and sig.duplicates >= settings.duplicate_saturation:
+        return (f"rule: same text with {sig.links} link(s) posted {sig.duplicates} time(s) "
+                "before by the author")
+    return None
+
+
+async def with_heads(ctx: TaskContext, settings: SpamSettings) -> tuple[float, str, bool]:
+    """The spam head at its (policy or validation) threshold, or the repeated-links rule."""
+    verdict = (await judge.verdicts(ctx, full_text(ctx)))[judge.SPAM]
+    rule = repeated_links(ctx.results["signals"], settings)
+    reason = "; ".join(r for r in (verdict.reason, rule) if r)
+    return verdict.score, reason, verdict.fired or rule is not None
+
+
 def combine(head_p: float, sig: TextSignals, offensive_p: float,
             settings: SpamSettings) -> tuple[float, str]:
     """Noisy-or of the weighted parts, and a reason naming the ones that mattered."""
@@ -97,6 +119,8 @@ async def classify(ctx: TaskContext) -> float:
         # The model's yes/no decides the label; its score is reported as given.
         verdict = await llm.ask(ctx, "spam", llm.SpamVerdict, text=full_text(ctx))
         score, reason, is_spam = verdict.score, verdict.reason, verdict.spam
+    elif ctx.services.heads is not None:
+        score, reason, is_spam = await with_heads(ctx, settings)
     else:
         score, reason = combine(ctx.results["head"], ctx.results["signals"],
                                 ctx.results["offensive"], settings)
