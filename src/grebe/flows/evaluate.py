@@ -29,6 +29,7 @@ from grebe import codec
 from grebe.config import GrebeConfig, load_config
 from grebe.errors import GrebeError
 from grebe.flows import banger, ptos, safety, spam
+from grebe.flows.language import LABEL_ABSTAIN
 from grebe.flows.registry import FACTORY
 from grebe.flows.settings import FlowSettings
 from grebe.types import Envelope, Post
@@ -38,7 +39,7 @@ EVAL_TOPIC = "eval.posts"
 EVAL_POST_PREFIX = "eval-"
 NO_LABEL = "(none)"
 #: "Nothing fired" labels: not scored as claims unless the data expects them by name.
-NEGATIVE_LABELS = frozenset({spam.LABEL_NOT_SPAM, safety.LABEL_SAFE})
+NEGATIVE_LABELS = frozenset({spam.LABEL_NOT_SPAM, safety.LABEL_SAFE, LABEL_ABSTAIN})
 
 
 class EvalDataError(GrebeError):
@@ -49,11 +50,13 @@ def plan_labels(settings: FlowSettings) -> dict[str, frozenset[str]]:
     """Every label each classifying plan can emit (topic tags and actions are data)."""
     ptos_settings = settings.plan(ptos.PLAN.name)
     actions = {f"{c}:{r.action}" for c, rules in ptos_settings.policies.items() for r in rules}
+    abstain = LABEL_ABSTAIN
     return {
-        spam.PLAN.name: frozenset({spam.LABEL_SPAM, spam.LABEL_NOT_SPAM}),
+        spam.PLAN.name: frozenset({spam.LABEL_SPAM, spam.LABEL_NOT_SPAM, abstain}),
         safety.PLAN.name: frozenset({safety.LABEL_SAFE, safety.LABEL_NSFW, safety.LABEL_HATE,
-                                     safety.LABEL_OFFENSIVE}),
-        ptos.PLAN.name: frozenset({*ptos.CATEGORIES, *actions}),
+                                     safety.LABEL_OFFENSIVE, safety.LABEL_INSULT,
+                                     safety.LABEL_THREAT, abstain}),
+        ptos.PLAN.name: frozenset({*ptos.CATEGORIES, *actions, abstain}),
         banger.PLAN.name: frozenset({banger.LABEL_BANGER}),
     }
 

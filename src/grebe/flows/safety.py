@@ -1,9 +1,11 @@
 """Post safety: is this post hateful, offensive or sexual?
 
-Local classifier: the hate/offensive text model and the profanity model on the post
-text and, separately, on the text found in its media (OCR of images and frames, the
-video transcript); the NSFW image model on every image and sampled video frame.
-A post is labelled by every check it fails, or `safe`.
+Local classifier, with the trained text heads (grebe.flows.judge): target-aware labels
+`offensive`, `insult` (aimed at a person), `hate` (at an identity group) and `threat` on
+the post text and, separately, on the text found in its media (OCR, transcript); without
+heads, the hate/offensive model and the profanity model. The NSFW image model on every
+image and sampled video frame. A post is labelled by every check it fails, or `safe`
+(`abstain` when its language is outside the text models' and nothing else failed).
 """
 
 from __future__ import annotations

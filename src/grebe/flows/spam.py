@@ -1,8 +1,11 @@
 """Spam comment: is this post or comment spam?
 
-Local classifier: the trained spam head on the MiniLM embedding, the offensive-language
-model and cheap signals (links, shouting, repetition, the same text again from one
-author), combined by a weighted noisy-or so any one strong signal can carry the verdict.
+Local classifier, with the trained text heads (grebe.flows.judge): the `spam` head at its
+policy or validation threshold, or the one cheap-signal rule strong alone (the same text
+with links posted again and again by one author). Without heads (pre-heads builds): the
+e-mail spam head, the offensive-language model and cheap signals (links, shouting,
+repetition, duplicates) in a weighted noisy-or. Either way the models abstain
+(`abstain`, reason `unsupported_language`) on a post in a language they do not cover.
 Text read from attached images (OCR) is scored with the post text: image spam is spam.
 """
 
