@@ -67,7 +67,7 @@ def test_metrics_and_confusion() -> None:
     predicted = {("p1", "spam_comment"): ["spam"], ("p2", "spam_comment"): ["not_spam"],
                  ("p3", "spam_comment"): ["spam"], ("p4", "spam_comment"): ["not_spam"]}
     report = score(examples, predicted, {"spam_comment": frozenset({"spam", "not_spam"})})
-    (row,) = report.labels  # not_spam is a "nothing fired" label: not scored unless expected
+    (row,) = report.labels  # only the labels the data names are scored
     assert (row.tp, row.fp, row.fn, row.tn) == (1, 1, 1, 2)
     assert (row.precision, row.recall, row.f1) == (0.5, 0.5, 0.5)
     assert row.fpr == pytest.approx(1 / 3)
@@ -113,3 +113,22 @@ def test_cli_json_output(tmp_path: Path) -> None:
     out = json.loads(result.output)
     assert out["examples"] == 8 and out["plans"] == ["spam_comment"]
     assert {r["label"] for r in out["labels"]} == {"spam"}
+
+
+def test_boolean_field_names_the_label(tmp_path: Path) -> None:
+    path = write(tmp_path, '{"text": "a", "spam": true}', '{"text": "b", "spam": false}')
+    first, second = read_examples(path, "spam", KNOWN)
+    assert (first.expected, second.expected) == (frozenset({"spam"}), frozenset())
+    with pytest.raises(EvalDataError, match="line 1: unknown label"):
+        read_examples(write(tmp_path, '{"text": "a", "is_bad": true}'), "is_bad", KNOWN)
+
+
+def test_a_benign_set_scores_every_label_that_fired() -> None:
+    examples = [Example(n, Post(id=f"p{n}", author_id="a", text="t"), frozenset())
+                for n in (1, 2, 3, 4)]
+    predicted = {("p1", "safety_ptos"): ["spam", "spam:remove"],
+                 ("p2", "safety_ptos"): ["abstain"], ("p3", "safety_ptos"): []}
+    report = score(examples, predicted, {"safety_ptos": plan_labels(SETTINGS)["safety_ptos"]})
+    rows = {s.label: s for s in report.labels}
+    assert set(rows) == {"spam", "spam:remove"}  # abstain is not a claim
+    assert rows["spam:remove"].fpr == 0.25 and rows["spam:remove"].precision == 0.0

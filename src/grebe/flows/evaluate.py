@@ -10,7 +10,8 @@ into a production store or topic.
 
 Each line is a JSON object: a post (`text` at least; any Post field is honoured, `id`
 is replaced so lines never collide) plus the label field, a label or a list of labels
-(`[]`: nothing should fire). Labels are scored per plan: `spam` expected on a line is
+(`[]`: nothing should fire), or a boolean when the field is itself a label
+(`{"spam": true}` with `--label spam`). Labels are scored per plan: `spam` expected on a line is
 compared with the `spam` label of every selected plan that can emit it.
 """
 
@@ -69,6 +70,8 @@ class Example:
 
 
 def _labels_of(value: Any, line: int, label_field: str) -> frozenset[str]:
+    if isinstance(value, bool):  # {"spam": true}: the field names the label
+        return frozenset({label_field}) if value else frozenset()
     if isinstance(value, str) and value:
         return frozenset({value})
     if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
@@ -182,7 +185,9 @@ def score(examples: list[Example], predicted: dict[tuple[str, str], list[str]],
                 missing[plan] += 1
             got = set(labels or ()) & vocab[plan]
             want = example.expected & vocab[plan]
-            scored = (want | got | expected_any) - (NEGATIVE_LABELS - expected_any)
+            # The labels the data speaks about; a set with no expected labels at all (a
+            # benign set) scores every label that fired, so its FPR is visible.
+            scored = expected_any if expected_any else got - NEGATIVE_LABELS
             for label in sorted(scored & vocab[plan]):
                 row = stats.setdefault((plan, label), LabelStats(plan, label))
                 hit, truth = label in got, label in want
