@@ -135,3 +135,16 @@ async def test_unknown_language_caps_restrictive_actions() -> None:
     out = await run(services, "@x you are a stupid idiot")
     assert actions(out["safety_ptos"]) == ["harassment:label"]
     assert "limit_reach capped to label" in out["safety_ptos"].reasons["policy.harassment"]
+
+
+async def test_banger_and_reply_penalties_read_the_heads() -> None:
+    services = heads_services()
+    post = payload("you stupid idiot, buy cheap pills here", parent="What do you think?",
+                   eligibilities=frozenset({"banger_initial_screen", "reply_ranking"}),
+                   view_count=1000, like_count=50)
+    results = {r.plan: r.output for r in
+               await PlanMaster(registry.PLANS, services=services).run_plans(post)}
+    assert "spam 0.95, offensive 0.90" in results["banger_initial_screen"].reasons["quality"]
+    assert results["reply_ranking"].labels == ["reply_score:0"]
+    assert results["reply_ranking"].model_versions["heads"] == "heads-test-1"
+    assert "spam_head" not in results["reply_ranking"].model_versions

@@ -77,8 +77,18 @@ async def embed(ctx: TaskContext, text: str) -> np.ndarray:
     return await shared(ctx, f"{KEY_EMBED}:{digest(text)}", compute)
 
 
+def _head_p(probs: dict[str, dict[str, float]], head: str, cls: str) -> float | None:
+    return probs[head][cls] if head in probs else None
+
+
 async def offensive_score(ctx: TaskContext, text: str) -> float:
+    """Offensiveness in [0, 1]: the trained `offensive` head when loaded (one embedding,
+    shared with every other head), else alt-profanity-check."""
     services = services_of(ctx)
+    if services.heads is not None:
+        p = _head_p(await head_probs(ctx, text), "offensive", "offensive")
+        if p is not None:
+            return p
     ctx.output.model_versions["offensive"] = services.offensive.name
 
     async def compute() -> float:
@@ -88,8 +98,13 @@ async def offensive_score(ctx: TaskContext, text: str) -> float:
 
 
 async def hate_scores(ctx: TaskContext, text: str) -> dict[str, float]:
-    """{"hate": p, "offensive": p} from the hate/offensive model."""
+    """{"hate": p, "offensive": p} from the trained heads when loaded, else HateSonar."""
     services = services_of(ctx)
+    if services.heads is not None:
+        probs = await head_probs(ctx, text)
+        hate, offensive = _head_p(probs, "hate", "hate"), _head_p(probs, "offensive", "offensive")
+        if hate is not None and offensive is not None:
+            return {"hate": hate, "offensive": offensive}
     ctx.output.model_versions["hate"] = services.hate.name
 
     async def compute() -> dict[str, float]:
@@ -99,7 +114,12 @@ async def hate_scores(ctx: TaskContext, text: str) -> dict[str, float]:
 
 
 async def spam_head_score(ctx: TaskContext, text: str) -> float:
+    """Spam probability: the trained `spam` head when loaded, else the e-mail spam head."""
     services = services_of(ctx)
+    if services.heads is not None:
+        p = _head_p(await head_probs(ctx, text), "spam", "spam")
+        if p is not None:
+            return p
     vector = await embed(ctx, text)
     ctx.output.model_versions["spam_head"] = services.spam_head.name
 
