@@ -148,3 +148,15 @@ async def test_banger_and_reply_penalties_read_the_heads() -> None:
     assert results["reply_ranking"].labels == ["reply_score:0"]
     assert results["reply_ranking"].model_versions["heads"] == "heads-test-1"
     assert "spam_head" not in results["reply_ranking"].model_versions
+
+
+async def test_a_head_without_a_threshold_needs_one_in_the_policy() -> None:
+    services = heads_services()
+    services.heads.heads["threat"].thresholds.clear()
+    results = await PlanMaster(registry.PLANS, services=services).run_plans(
+        payload("hello there friends", eligibilities=frozenset({"post_safety"})))
+    assert "set head_thresholds['threat.threat']" in str(results[0].error)
+    services.settings.plan("post_safety").head_thresholds["threat.threat"] = 0.8
+    (ok,) = await PlanMaster(registry.PLANS, services=services).run_plans(
+        payload("hello there friends", post_id="p2", eligibilities=frozenset({"post_safety"})))
+    assert ok.status == TaskStatus.SUCCESS

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from grebe.core.task import TaskContext
+from grebe.errors import ConfigError
 from grebe.flows import language, shared
 
 SPAM, OFFENSIVE, INSULT, HATE, THREAT = "spam", "offensive", "insult", "hate", "threat"
@@ -60,6 +61,9 @@ def threshold(ctx: TaskContext, head: str, cls: str) -> tuple[float, str]:
     if key in policy:
         return float(policy[key]), "policy"
     info = ctx.services.heads.heads[head]
+    if cls not in info.thresholds:
+        raise ConfigError(f"head {head} ({ctx.services.heads.version}) has no validation "
+                          f"threshold for {cls!r}: set head_thresholds[{key!r}] in the policy")
     return float(info.thresholds[cls]), f"validation threshold at FPR {info.target_fpr:g}"
 
 
