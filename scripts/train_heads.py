@@ -33,7 +33,7 @@ import numpy as np
 from heads_embed import DEFAULT_CORPORA, EmbeddingCache
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import average_precision_score, log_loss
+from sklearn.metrics import average_precision_score, f1_score
 from sklearn.neural_network import MLPClassifier
 
 from grebe.inference.heads import (
@@ -73,7 +73,7 @@ HEADS = {
     "offensive": HeadSpec(
         ("none", "offensive"),
         ("davidson", "olid", "insults"),
-        0.03,
+        0.02,
         "profanity/offensive language of any kind (Davidson hate+offensive, OLID OFF, insults)",
     ),
     "target": HeadSpec(
@@ -85,7 +85,7 @@ HEADS = {
     "hate": HeadSpec(
         ("none", "hate"),
         ("davidson", "ethos", "olid"),
-        0.01,
+        0.02,
         "hate at an identity group (Davidson hate, ETHOS isHate); OLID NOT as negatives",
     ),
     "threat": HeadSpec(
@@ -111,7 +111,9 @@ def fit(
         proba = model.predict_proba(xv)
         if n_classes == 2:
             return float(average_precision_score(yv, proba[:, 1]))
-        return -float(log_loss(yv, proba, labels=list(range(n_classes))))
+        # argmax decides the target class, so judge macro F1 of argmax: log loss
+        # preferred an MLP that never predicts the rare untargeted/other classes.
+        return float(f1_score(yv, proba.argmax(axis=1), average="macro"))
 
     candidates: list[tuple[float, str, Any]] = []
     if quick:
@@ -133,7 +135,7 @@ def fit(
         mlp.fit(x, y)
     candidates.append((score(mlp), f"mlp {MLP_HIDDEN} alpha={MLP_ALPHA}", mlp))
     for value, name, _ in candidates:
-        print(f"    val {'AP' if n_classes == 2 else '-logloss'} {value:.4f}  {name}")
+        print(f"    val {'AP' if n_classes == 2 else 'macro-F1'} {value:.4f}  {name}")
     best = max(candidates, key=lambda c: c[0])
     return best[2], best[1]
 
@@ -343,9 +345,13 @@ def main() -> None:
         help="model_version stamped into annotations",
     )
     parser.add_argument("--dry-run", action="store_true", help="print figures, write nothing")
+    parser.add_argument("--heads", help="comma-separated subset (implies --dry-run)")
     parser.add_argument("--skip-cross", action="store_true", help="skip cross-corpus refits")
     args = parser.parse_args()
+    heads = {h: HEADS[h] for h in (args.heads.split(",") if args.heads else HEADS)}
     rows = load_rows(args.corpora)
+    used = {c for spec in heads.values() for c in spec.sources} | set(hc.HELD_OUT)
+    rows = [r for r in rows if r.corpus in used]
     trainer = Trainer(rows, EmbeddingCache(args.corpora))
     trainer.cache.ensure([r.text for r in rows])
     manifest: dict[str, Any] = {
@@ -368,7 +374,7 @@ def main() -> None:
         "heads": {},
     }
     weights: dict[str, dict[str, np.ndarray]] = {}
-    for head, spec in HEADS.items():
+    for head, spec in heads.items():
         print(f"== {head}: {spec.why}")
         model, kind, threshold = trainer.train_head(head, spec)
         layers, output = layers_of(model, len(spec.classes))
@@ -409,7 +415,7 @@ def main() -> None:
     if not args.skip_cross:
         print("== cross-corpus")
         manifest["cross_corpus"] = cross_corpus(trainer)
-    if args.dry_run:
+    if args.dry_run or args.heads:
         return
     args.out.mkdir(parents=True, exist_ok=True)
     for head, arrays in weights.items():
