@@ -160,3 +160,12 @@ async def test_a_head_without_a_threshold_needs_one_in_the_policy() -> None:
     (ok,) = await PlanMaster(registry.PLANS, services=services).run_plans(
         payload("hello there friends", post_id="p2", eligibilities=frozenset({"post_safety"})))
     assert ok.status == TaskStatus.SUCCESS
+
+
+async def test_hate_needs_a_group_target() -> None:
+    # The hate head fires, but the target head reads the post as aimed at a person:
+    # that is not hate against an identity group.
+    out = await run(heads_services(), "you are vermin")
+    assert "hate" not in out["post_safety"].labels
+    assert "hate" not in out["safety_ptos"].labels
+    assert "target group+other" in out["safety_ptos"].reasons["ptos.hate"]

@@ -8,8 +8,10 @@ Why target-aware: profanity in joy ("that's fucking awesome!") is not harassment
   never on its own a reason to remove or limit.
 - `insult`: offensive **and** the target head says the post is aimed at an individual.
   An @mention is not a target (the head reads the words, not the markup).
-- `hate`: the hate head at its threshold (attacks on an identity group); never a word
-  rule, so "I hate <thing>" is only hate if the head says so.
+- `hate`: the hate head at its threshold **and** the target head reading the post as
+  aimed at a group or other collective rather than at an individual (P(group) +
+  P(other) >= P(individual)); never a word rule. "I hate Mondays" reads as a feeling of
+  the speaker (target individual 0.42 vs group+other 0.41) and is not hate.
 - `threat`: the threat head at its threshold.
 - `spam`: the spam head at its threshold.
 
@@ -28,7 +30,7 @@ from grebe.errors import ConfigError
 from grebe.flows import language, shared
 
 SPAM, OFFENSIVE, INSULT, HATE, THREAT = "spam", "offensive", "insult", "hate", "threat"
-TARGET_HEAD, INDIVIDUAL = "target", "individual"
+TARGET_HEAD, INDIVIDUAL, GROUP, OTHER = "target", "individual", "group", "other"
 #: verdict -> (head, its positive class)
 POSITIVE: dict[str, tuple[str, str]] = {
     SPAM: ("spam", "spam"), OFFENSIVE: ("offensive", "offensive"),
@@ -104,6 +106,15 @@ async def verdicts(ctx: TaskContext, text: str, *, gate: bool = True) -> dict[st
         score = probs[head][cls]
         limit, source = threshold(ctx, head, cls)
         out[head] = Verdict(score, limit, score >= limit, _rule(head, score, limit, source))
+    hate = out.get(HATE)
+    if hate is not None and hate.fired and TARGET_HEAD in heads.heads:
+        target = probs[TARGET_HEAD]
+        collective = target.get(GROUP, 0.0) + target.get(OTHER, 0.0)
+        leaning = (f"target group+other {collective:.2f} "
+                 f"{'>=' if collective >= target[INDIVIDUAL] else '<'} "
+                 f"individual {target[INDIVIDUAL]:.2f}")
+        out[HATE] = Verdict(hate.score, hate.threshold, collective >= target[INDIVIDUAL],
+                            f"{hate.reason}; {leaning}")
     offensive = out.get(OFFENSIVE)
     if offensive is not None and TARGET_HEAD in heads.heads:
         if offensive.abstained:

@@ -23,6 +23,7 @@ from grebe.errors import ConfigError
 
 VERSION_KEY = "policy_version"
 PACKAGED_POLICY = "policy.yaml"
+DEFAULTS = "defaults"  # the policy file's section applied to every plan
 CONFIG_SUFFIX = "+config."
 #: Per-plan keys that are policy (a threshold or an action), not plumbing.
 POLICY_KEYS = frozenset({

@@ -245,7 +245,8 @@ class FlowSettings(_Section):
         raw.pop("factory", None)
         per_plan: dict[str, PlanSettings] = {}
         for name, kind in PLAN_SETTINGS.items():
-            layered = {**policy_keys.get(name, {}), **defaults, **(raw.pop(name, None) or {})}
+            layered = {**policy_keys.get(policy.DEFAULTS, {}), **policy_keys.get(name, {}),
+                       **defaults, **(raw.pop(name, None) or {})}
             per_plan[name] = _validate(kind, layered, name)
         settings = _validate(cls, raw, "")
         settings.policy_version = policy.effective_version(
