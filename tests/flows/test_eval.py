@@ -132,3 +132,22 @@ def test_a_benign_set_scores_every_label_that_fired() -> None:
     rows = {s.label: s for s in report.labels}
     assert set(rows) == {"spam", "spam:remove"}  # abstain is not a claim
     assert rows["spam:remove"].fpr == 0.25 and rows["spam:remove"].precision == 0.0
+
+
+def test_eval_runs_the_configured_policy_in_a_scratch_runtime(tmp_path: Path) -> None:
+    from grebe.config import load_config
+    from grebe.flows.evaluate import EVAL_TOPIC, eval_config
+    from grebe.flows.registry import FACTORY
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("policy_version: strict-9\nspam_comment: {threshold: 0.9}\n")
+    base = load_config(plans={"policy_file": str(policy)},
+                       store={"backend": "postgres"}, output={"broker": "kafka"})
+    config = eval_config(base, tmp_path / "scratch", ["spam_comment"])
+    assert config.plans["factory"] == FACTORY
+    assert FlowSettings.from_section(config.plans).policy_version == "strict-9"
+    # never the production store or output topic
+    assert config.store.backend == "sqlite" and config.output.broker == "none"
+    assert config.data_dir == tmp_path / "scratch" and config.engine.processes == 0
+    assert [(s.topic, s.eligibilities) for s in config.streams] == [(EVAL_TOPIC,
+                                                                     ["spam_comment"])]
