@@ -54,3 +54,19 @@ async def test_hate_labels_are_renamed_for_flows() -> None:
     inner = KeywordClassifier(["vermin"], label="hate_speech")
     (row,) = await HateLabels(inner).classify(["they are vermin"])
     assert row == {"hate": 1.0, "offensive": 0.0}
+
+
+async def test_trained_heads_are_built_and_checked_against_the_embedder() -> None:
+    from grebe.errors import InferenceError
+    from grebe.flows.models import HeadsService
+    from grebe.inference.fakes import HashEmbedder
+
+    config = load_config()
+    models = build_models(config, FlowSettings.from_section({}))
+    assert isinstance(models.heads, HeadsService) and models.heads in models.components()
+    assert build_models(config, FlowSettings.from_section({"heads": False})).heads is None
+    wrong = HeadsService(None, HashEmbedder())  # heads trained on MiniLM, not this space
+    with pytest.raises(InferenceError, match="were trained on all-MiniLM-L6-v2-int8"):
+        await wrong.start()
+    with pytest.raises(InferenceError, match="before start"):
+        wrong.predict(None)  # type: ignore[arg-type]
