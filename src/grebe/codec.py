@@ -1,4 +1,10 @@
-"""Encoding and decoding of stream messages, in one place so every broker agrees."""
+"""Encoding and decoding of stream messages, in one place so every broker agrees.
+
+Every byte sequence a broker can deliver either decodes into an Envelope that every later
+step can handle (encode for the engine IPC, write to a store) or raises DecodeError with a
+reason fit for a dead letter: no input can raise anything else here, or later (DESIGN.md,
+"no input byte sequence can stop a stream").
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from grebe import constants as C
 from grebe.errors import DecodeError
 from grebe.types import Annotation, DeadLetter, Envelope, Post, TaskPayload, TaskResult
 
@@ -22,14 +29,35 @@ def encode(obj: Any) -> bytes:
     return _encoder.encode(obj)
 
 
-def decode_envelope(raw: bytes) -> Envelope:
+def decode_envelope(raw: bytes | None, max_bytes: int = C.MAX_MESSAGE_BYTES) -> Envelope:
     """Decode a stream message: an Envelope `{"post": {...}}` or a bare Post object.
+
+    Limits (size, nesting depth and integer range of the free-form `context.extra`) are
+    checked here so an accepted message can never fail later in a batch with other posts.
 
     The shape is guessed from whether the bytes hold `"post"` (a substring search costs
     ~50 ns; decoding a bare Post as an Envelope first, to see it fail, cost a whole second
     decode per message), and the other shape is tried when the guess does not fit, so
     both shapes decode whatever their content. Raises DecodeError with a reason fit for
     a dead letter: the error of the shape the sender most likely meant."""
+    if not isinstance(raw, (bytes, bytearray, memoryview)) or not raw:
+        raise DecodeError("empty: the message has no value")
+    if len(raw) > max_bytes:
+        raise DecodeError(f"too large: {len(raw)} bytes > limit {max_bytes}")
+    try:
+        envelope = _decode_either_shape(bytes(raw))
+    except DecodeError:
+        raise
+    except RecursionError as exc:
+        raise DecodeError("malformed: nested too deep") from exc
+    except (UnicodeError, ValueError, TypeError, OverflowError) as exc:
+        raise DecodeError(f"malformed: {type(exc).__name__}: {exc}") from exc
+    if envelope.context is not None and envelope.context.extra:
+        check_free_form(envelope.context.extra, "context.extra")
+    return envelope
+
+
+def _decode_either_shape(raw: bytes) -> Envelope:
     wrapped = b'"post"' in raw
     try:
         if wrapped:
@@ -44,6 +72,33 @@ def decode_envelope(raw: bytes) -> Envelope:
             raise DecodeError(f"schema: {likely_error}") from likely_error
     except msgspec.DecodeError as exc:
         raise DecodeError(f"malformed: {exc}") from exc
+
+
+def check_free_form(
+    value: Any, where: str, max_depth: int = C.MAX_FREE_FORM_DEPTH,
+    max_items: int = C.MAX_FREE_FORM_ITEMS,
+) -> None:
+    """Refuse free-form JSON (a producer's `extra`) that later steps cannot carry: nested
+    deeper than `max_depth`, more than `max_items` values, or integers outside 64 bits
+    (msgpack, SQLite and PostgreSQL all stop there). Iterative, so depth costs no stack."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    seen = 0
+    while stack:
+        item, depth = stack.pop()
+        seen += 1
+        if seen > max_items:
+            raise DecodeError(f"schema: {where} holds more than {max_items} values")
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            if isinstance(item, int) and not -(2**63) <= item < 2**63:
+                raise DecodeError(f"schema: {where} holds an integer outside 64 bits")
+            continue
+        if depth > max_depth:
+            raise DecodeError(f"schema: {where} is nested deeper than {max_depth}")
+        stack.extend((child, depth + 1) for child in children)
 
 
 def decode_payload(raw: bytes) -> TaskPayload:

@@ -8,14 +8,25 @@ one laptop with no servers (local broker, sqlite store, local models).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from grebe import constants as C
 from grebe.errors import ConfigError
+from grebe.security.keys import AuthConfig
+from grebe.security.ratelimit import valid_rate
+from grebe.security.settings import HttpGuardSettings
 
 
 class Section(BaseModel):
@@ -61,10 +72,31 @@ class LocalBrokerConfig(Section):
     partitions: int = Field(default=C.DEFAULT_LOCAL_PARTITIONS, ge=1, le=255)
     synchronous: Literal["NORMAL", "FULL"] = C.DEFAULT_LOCAL_SYNCHRONOUS
     commit_interval_s: float = Field(default=C.DEFAULT_COMMIT_INTERVAL_S, ge=0)
+    # Retention (brokers/local_retention.py): never past a consumer group's uncommitted
+    # offset; None turns a limit off. Dead letters are exempt unless listed otherwise.
+    retention_s: float | None = Field(default=C.DEFAULT_LOCAL_RETENTION_S, gt=0)
+    retention_bytes: int | None = Field(default=None, gt=0)  # per partition
+    retention_interval_s: float = Field(default=C.DEFAULT_LOCAL_RETENTION_INTERVAL_S, gt=0)
+    retention_exempt: list[str] | None = None  # default: the dead-letter topic
+
+
+class KafkaTopicConfig(Section):
+    """One topic's declared shape; unset fields take the `kafka.*` defaults."""
+
+    partitions: int | None = Field(default=None, ge=1)
+    replication_factor: int | None = Field(default=None, ge=1)
 
 
 class KafkaConfig(Section):
     bootstrap_servers: str = "127.0.0.1:9092"
+    # Topics grebe uses (stream inputs, output, dead letters) are declared, not left to
+    # broker auto-create: created or checked at start and by `grebe topics`.
+    partitions: int = Field(default=C.DEFAULT_KAFKA_PARTITIONS, ge=1)
+    replication_factor: int = Field(default=C.DEFAULT_KAFKA_REPLICATION_FACTOR, ge=1)
+    topics: dict[str, KafkaTopicConfig] = Field(default_factory=dict)  # per-topic shape
+    # A missing *input* topic is an error at start (a typo would otherwise read nothing
+    # and exit "done"); true creates it like the output and dead-letter topics.
+    create_missing_topics: bool = False
     client_id: str = "grebe"
     fetch_max_records: int = Field(default=500, ge=1)
     session_timeout_ms: int = Field(default=30_000, ge=1000)
@@ -72,6 +104,26 @@ class KafkaConfig(Section):
     # Finished offsets are committed in batches, at most this long after the first ack.
     commit_interval_s: float = Field(default=C.DEFAULT_KAFKA_COMMIT_INTERVAL_S, ge=0)
     max_poll_interval_ms: int = Field(default=300_000, ge=1000)
+    # Security, applied to every Kafka client grebe builds (brokers/kafka_security.py).
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    # SecretStr: shown as ********** in reprs, dumps and validation errors; set it from
+    # the environment (GREBE_KAFKA__SASL_PASSWORD) rather than the file.
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = None  # CA bundle (PEM) to verify the brokers; None: system CAs
+    ssl_certfile: Path | None = None  # client certificate (PEM) for mTLS
+    ssl_keyfile: Path | None = None  # its private key (PEM), if not inside ssl_certfile
+    ssl_key_password: SecretStr | None = None  # of an encrypted ssl_keyfile
+    ssl_check_hostname: bool = True
+
+    @model_validator(mode="after")
+    def _security_consistent(self) -> KafkaConfig:
+        from grebe.brokers.kafka_security import security_problems
+
+        if problems := security_problems(self):
+            raise ValueError("; ".join(problems))
+        return self
 
 
 class RabbitMQConfig(Section):
@@ -82,6 +134,9 @@ class RabbitMQConfig(Section):
 
 class RedisConfig(Section):
     url: str = "redis://127.0.0.1:6379/0"
+    # The deployment's key namespace: every key grebe writes (QPS budgets, cache, store)
+    # starts with `<namespace>:`, so two deployments on one Redis share nothing.
+    namespace: str = Field(default=C.DEFAULT_REDIS_NAMESPACE, pattern=r"^[A-Za-z0-9_.-]+$")
 
 
 class StoreConfig(Section):
@@ -89,7 +144,8 @@ class StoreConfig(Section):
     sqlite_path: Path | None = None  # default: <data_dir>/annotations.db
     postgres_dsn: str = "postgresql://grebe:grebe@127.0.0.1:5432/grebe"
     postgres_table: str = Field(default=C.DEFAULT_POSTGRES_TABLE, pattern=r"^[a-z_][a-z0-9_]*$")
-    redis_prefix: str = C.DEFAULT_REDIS_PREFIX  # the Redis store's keys: <prefix>:ann:<post id>
+    # The Redis store's keys: <prefix>:ann:<post id>; default: redis.namespace.
+    redis_prefix: str | None = None
 
 
 class OutputConfig(Section):
@@ -111,6 +167,16 @@ class MetricsConfig(Section):
     port: int = Field(default=C.DEFAULT_METRICS_PORT, ge=0, le=65535)  # 0: pick a free port
 
 
+class TracingConfig(Section):
+    """OpenTelemetry traces: a span per post and per plan task, sent over OTLP/HTTP to
+    `endpoint` (an OpenTelemetry Collector, Jaeger, Tempo...). Off by default: one switch."""
+
+    enabled: bool = False
+    endpoint: str = C.DEFAULT_OTLP_ENDPOINT
+    service_name: str = "grebe"
+    sample_ratio: float = Field(default=1.0, ge=0.0, le=1.0)  # share of posts traced
+
+
 class ApiConfig(Section):
     """`grebe serve`: the HTTP API and status page, beside the pipeline in one process."""
 
@@ -121,6 +187,10 @@ class ApiConfig(Section):
     max_body_bytes: int = Field(default=C.DEFAULT_API_MAX_BODY_BYTES, ge=1024)
     analyze_concurrency: int = Field(default=C.DEFAULT_API_ANALYZE_CONCURRENCY, ge=1)
     status_refresh_s: int = Field(default=C.DEFAULT_API_STATUS_REFRESH_S, ge=1)
+    max_json_depth: int = Field(default=C.DEFAULT_API_MAX_JSON_DEPTH, ge=2)  # else 400
+    # Per key; `limits` syntax, e.g. 10/second.
+    analyze_rate: Annotated[str, AfterValidator(valid_rate)] = C.DEFAULT_API_ANALYZE_RATE
+    http: HttpGuardSettings = HttpGuardSettings()  # Host/Origin allowlists, timeouts
 
 
 class GrebeConfig(BaseSettings):
@@ -147,7 +217,9 @@ class GrebeConfig(BaseSettings):
     output: OutputConfig = OutputConfig()
     rate_limits: RateLimitConfig = RateLimitConfig()
     metrics: MetricsConfig = MetricsConfig()
+    tracing: TracingConfig = TracingConfig()
     api: ApiConfig = ApiConfig()
+    auth: AuthConfig = AuthConfig()  # API keys for serve, feed-serve, thunder
     plans: dict[str, Any] = Field(default_factory=dict)
     inference: dict[str, Any] = Field(default_factory=dict)
     media: dict[str, Any] = Field(default_factory=dict)

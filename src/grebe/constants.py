@@ -18,6 +18,11 @@ DEFAULT_CONSUMER_GROUP = "grebe"
 # Dispatcher defaults.
 DEFAULT_MAX_IN_FLIGHT = 2048
 DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_OTLP_ENDPOINT = "http://127.0.0.1:4318/v1/traces"  # OTLP over HTTP, a local collector
+# Decode limits (grebe.codec): a message past them is dead-lettered at decode, never fatal.
+MAX_MESSAGE_BYTES = 1 << 20  # one post with its context; media travel as URLs
+MAX_FREE_FORM_DEPTH = 32  # nesting of a producer's free-form `context.extra`
+MAX_FREE_FORM_ITEMS = 10_000  # values in it
 DEFAULT_BACKOFF_BASE_S = 0.2
 DEFAULT_BACKOFF_MAX_S = 30.0
 DEFAULT_POLL_BATCH = 512
@@ -43,6 +48,8 @@ DEFAULT_COMMIT_BATCH = 4096  # commit at once when this many acks are pending
 DEFAULT_SQLITE_BUSY_TIMEOUT_S = 30.0
 LOCAL_POLL_MIN_S = 0.002  # cross-process wait: first re-check of the log after this...
 LOCAL_POLL_MAX_S = 0.1  # ...doubling up to this
+DEFAULT_LOCAL_RETENTION_S = 7 * 24 * 3600.0  # a week of the local log, then trimmed
+DEFAULT_LOCAL_RETENTION_INTERVAL_S = 60.0
 CONSUMER_LOCK_TIMEOUT_S = 10.0  # wait this long for a previous consumer's lock on start
 DLQ_REPLAY_GROUP = "grebe-dlq-replay"
 
@@ -67,11 +74,20 @@ EXIT_FORCED = 130  # a second signal: stopped at once
 
 # Real brokers and stores (Kafka, RabbitMQ, PostgreSQL, Redis).
 DEFAULT_KAFKA_COMMIT_INTERVAL_S = 0.2
+DEFAULT_KAFKA_PARTITIONS = 3  # topics grebe creates, unless kafka.topics.<name> says
+DEFAULT_KAFKA_REPLICATION_FACTOR = 1  # one broker by default; 3 on a real cluster
+KAFKA_TOPIC_READY_TIMEOUT_S = 30.0  # a created topic has leaders within this
+KAFKA_PROBE_TIMEOUT_MS = 5000  # one direct connection to explain a failed bootstrap
 KAFKA_KEEPALIVE_FRACTION = 0.25  # keep group membership alive at this share of max_poll_interval
 DEFAULT_POSTGRES_TABLE = "annotations"
 DEFAULT_REDIS_PREFIX = "grebe"
+# Every Redis key grebe writes starts with `<redis.namespace>:`, so deployments sharing one
+# Redis never share a QPS budget, a cache entry or an annotation.
+DEFAULT_REDIS_NAMESPACE = "grebe"
+REDIS_LIMITS_SUFFIX = "limits"  # QPS budgets: <namespace>:limits:... (the limits library)
 DEFAULT_CACHE_TTL_S = 600.0
 RABBIT_ATTEMPT_HEADER = "x-grebe-attempt"  # deliveries so far, on retried messages
+RABBIT_MAX_PRIORITY_ARG = "x-max-priority"  # the stream queue's one declared argument
 RABBIT_RETRY_SUFFIX = ".retry"  # <queue>.retry.<attempt>: the delay queue of one attempt
 # Priority of a RabbitMQ request by the poster's tier, resolved when it is enqueued.
 TIER_PRIORITY = {"viral": 3, "paid": 3, "creator": 2, "hobby": 1, "free": 0, "trial": 0}
@@ -84,7 +100,20 @@ DEFAULT_API_ANALYZE_CONCURRENCY = 4  # /v1/analyze calls running at once; the re
 DEFAULT_API_STATUS_REFRESH_S = 5  # the status page reloads itself this often
 DEFAULT_THUNDER_PORT = 50051
 DEFAULT_FEED_PORT = 8090
+#: Served posts count as seen (not served again) for this long (feed viewers).
+FEED_SEEN_WINDOW_S = 24 * 3600.0
 
 # Environment variable prefix for config overrides: GREBE_DISPATCHER__MAX_IN_FLIGHT=...
 ENV_PREFIX = "GREBE_"
+
+# --- security (grebe.security; docs/security.md) ---
+API_KEY_PREFIX = "grb_"  # every grebe API key starts so; scrubbers and scanners can spot it
+DEFAULT_HTTP_HEADER_TIMEOUT_S = 10.0  # a connection must send a whole request head in this
+DEFAULT_HTTP_BODY_TIMEOUT_S = 30.0  # and its body in this
+DEFAULT_HTTP_KEEP_ALIVE_S = 5  # an idle keep-alive connection is closed after this
+DEFAULT_HTTP_MAX_CONNECTIONS = 256  # past this, requests get 503 at once
+DEFAULT_HTTP_MAX_HEADER_BYTES = 16 * 1024  # a request head larger than this gets 400
+DEFAULT_API_MAX_JSON_DEPTH = 64  # request bodies nested deeper get 400
+DEFAULT_API_ANALYZE_RATE = "60/minute"  # POST /v1/analyze per key (or per client address)
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 CONFIG_ENV_VAR = "GREBE_CONFIG"

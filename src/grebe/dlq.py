@@ -1,103 +1,77 @@
-"""Dead letters on the local log: list them, replay them exactly once.
+"""`grebe dlq`: list dead letters and replay them, on every broker the streams use.
 
-Replay keeps its own consumer group (DLQ_REPLAY_GROUP) on the dead-letter topic. The
-originals are appended to their streams' topics in the same SQLite transaction that
-advances that group's offset, so a replay interrupted at any point (kill -9 included)
-neither loses nor repeats a dead letter, and a second `grebe dlq replay` only sends
-what arrived since.
+Each broker keeps its own dead letters (the sources of its streams write them) and
+knows how to replay them exclusively (`grebe.brokers.dead_letters`). This module decides
+what a record means: it decodes the DeadLetter, and sends its `original` back to the
+topic (or queue) of the stream named by its `source`, on the same broker. Records that
+cannot be read, or whose stream is no longer configured on that broker, are skipped
+with the reason.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import msgspec
 
-from grebe import constants as C
-from grebe.brokers.factory import local_log
-from grebe.brokers.local import Record
+from grebe.brokers.dead_letters import Replay, ReplayReport
+from grebe.brokers.factory import build_dead_letters
 from grebe.codec import decode_dead_letter
 from grebe.config import GrebeConfig
-from grebe.errors import ConfigError
 from grebe.types import DeadLetter
 
-REPLAY_BATCH = 500
+__all__ = ["DeadLetterEntry", "ReplayReport", "list_dead_letters", "replay"]
 
 
 @dataclass(frozen=True)
 class DeadLetterEntry:
-    offset: int  # position on the dead-letter topic
+    broker: str
+    partition: int  # of the dead-letter topic
+    offset: int  # position on the dead-letter topic (RabbitMQ: order in the queue)
     record: DeadLetter | None  # None: the entry itself is unreadable
     replayed: bool
     error: str | None = None
 
 
-@dataclass
-class ReplayReport:
-    replayed: int = 0
-    skipped: int = 0  # unreadable, or from a stream no longer configured
-    reasons: list[str] = field(default_factory=list)
-
-
-def _check_local(config: GrebeConfig) -> None:
-    if any(s.broker != "local" for s in config.streams):
-        raise ConfigError("`grebe dlq` works on the local broker's dead-letter topic only")
+def _brokers(config: GrebeConfig) -> list[str]:
+    """The brokers of the configured streams, in config order, each once."""
+    return list(dict.fromkeys(s.broker for s in config.streams))
 
 
 def _decode(raw: bytes) -> tuple[DeadLetter | None, str | None]:
     try:
         return decode_dead_letter(raw), None
-    except msgspec.DecodeError as exc:
+    except (msgspec.MsgspecError, ValueError, RecursionError) as exc:
         return None, f"unreadable dead letter: {exc}"
 
 
 async def list_dead_letters(config: GrebeConfig, limit: int = 50) -> list[DeadLetterEntry]:
-    """The newest `limit` dead letters, oldest first."""
-    _check_local(config)
-    topic = config.dispatcher.dead_letter_topic
-    log = local_log(config)
-    await log.open()
-    try:
-        await log.topic(topic, C.DEFAULT_DEAD_LETTER_PARTITIONS)
-        end = (await log.end_offsets(topic)).get(0, 0)
-        replayed_to = (await log.committed(C.DLQ_REPLAY_GROUP, topic)).get(0, 0)
-        first = max(0, end - limit)
-        records = await log.read(topic, [(0, first)], limit)
-    finally:
-        await log.close()
+    """Up to `limit` dead letters per broker (the newest on the logs), oldest first."""
     entries = []
-    for record in records:
-        dead, error = _decode(record.value)
-        entries.append(DeadLetterEntry(record.offset, dead, record.offset < replayed_to, error))
+    for broker in _brokers(config):
+        for stored in await build_dead_letters(broker, config).peek(limit):
+            dead, error = _decode(stored.value)
+            entries.append(DeadLetterEntry(
+                broker, stored.partition, stored.offset, dead, stored.replayed, error
+            ))
     return entries
 
 
-async def replay(config: GrebeConfig) -> ReplayReport:
-    """Re-append every dead letter not replayed yet to its stream's topic."""
-    _check_local(config)
-    topics = {s.name: s.topic for s in config.streams}
-    topic = config.dispatcher.dead_letter_topic
+async def replay(config: GrebeConfig, limit: int | None = None) -> ReplayReport:
+    """Send every dead letter not replayed yet (at most `limit` per broker) back to its
+    stream's topic. Exclusive: run twice at once, each dead letter is sent once."""
     report = ReplayReport()
-    log = local_log(config)
-    await log.open()
-    try:
-        await log.topic(topic, C.DEFAULT_DEAD_LETTER_PARTITIONS)
-        position = (await log.committed(C.DLQ_REPLAY_GROUP, topic)).get(0, 0)
-        while records := await log.read(topic, [(0, position)], REPLAY_BATCH):
-            appends: dict[str, list[Record]] = {}
-            for record in records:
-                dead, error = _decode(record.value)
-                if dead is not None and dead.source not in topics:
-                    error = f"stream {dead.source!r} is not configured"
-                if dead is None or error is not None:
-                    report.skipped += 1
-                    report.reasons.append(f"offset {record.offset}: {error}")
-                    continue
-                target = topics[dead.source]
-                appends.setdefault(target, []).append((dead.key, dead.original))
-                report.replayed += 1
-            position = records[-1].offset + 1
-            await log.commit(C.DLQ_REPLAY_GROUP, topic, {0: position}, appends)
-    finally:
-        await log.close()
+    for broker in _brokers(config):
+        topics = {s.name: s.topic for s in config.streams if s.broker == broker}
+
+        def route(raw: bytes, topics: dict[str, str] = topics) -> Replay | str:
+            dead, error = _decode(raw)
+            if dead is None:
+                return error or "unreadable dead letter"
+            if dead.source not in topics:
+                return f"stream {dead.source!r} is not configured"
+            return Replay(topics[dead.source], dead.key, dead.original)
+
+        part = await build_dead_letters(broker, config).replay(route, limit)
+        report.merge(part)
     return report

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import enum
 import time
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
+
+# Integers a producer sends are bounded to what every encoder downstream (msgpack for the
+# engine IPC, SQLite, PostgreSQL BIGINT) can hold: an out-of-range count is the message's
+# own fault and fails at decode, never later in a batch with other posts.
+Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 
 class Eligibility(enum.StrEnum):
@@ -36,11 +41,11 @@ class Media(msgspec.Struct, frozen=True, kw_only=True):
 
     kind: Literal["image", "video"]
     url: str
-    size_bytes: int | None = None
-    width: int | None = None
-    height: int | None = None
+    size_bytes: Int64 | None = None
+    width: Int64 | None = None
+    height: Int64 | None = None
     duration_s: float | None = None
-    view_count: int = 0
+    view_count: Int64 = 0
 
 
 class Post(msgspec.Struct, frozen=True, kw_only=True):
@@ -54,10 +59,10 @@ class Post(msgspec.Struct, frozen=True, kw_only=True):
     retweet_of_post_id: str | None = None
     conversation_id: str | None = None
     media: tuple[Media, ...] = ()
-    like_count: int = 0
-    reply_count: int = 0
-    repost_count: int = 0
-    view_count: int = 0
+    like_count: Int64 = 0
+    reply_count: Int64 = 0
+    repost_count: Int64 = 0
+    view_count: Int64 = 0
 
     @property
     def is_reply(self) -> bool:
@@ -83,8 +88,8 @@ class User(msgspec.Struct, frozen=True, kw_only=True):
     id: str
     handle: str = ""
     tier: UserTier = "free"
-    follower_count: int = 0
-    following_count: int = 0
+    follower_count: Int64 = 0
+    following_count: Int64 = 0
     verified: bool = False
     created_at: float = 0.0
 

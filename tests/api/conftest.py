@@ -39,7 +39,8 @@ async def make_api(tmp_path):
         service = ApiService(api_config(tmp_path, **overrides))
         await service.start()
         client = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=build_app(service)), base_url="http://grebe"
+            transport=httpx.ASGITransport(app=build_app(service)), base_url="http://127.0.0.1",
+            headers={"content-type": "application/json"},
         )
         opened.append((service, client))
         return service, client

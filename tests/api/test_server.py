@@ -1,6 +1,7 @@
 """`grebe serve` as a real process: engines, HTTP on a socket, SIGTERM drains and exits 0."""
 
 import asyncio
+import os
 import signal
 import socket
 import sys
@@ -12,6 +13,7 @@ import yaml
 
 from grebe.api.server import bind
 from grebe.errors import ConfigError
+from grebe.security.keys import new_key
 from grebe.stores.sqlite import SqliteStore
 
 START_TIMEOUT_S = 60.0
@@ -89,3 +91,39 @@ def test_a_taken_port_is_a_config_error(config_for):
         config = config_for(api={"port": port})
         with pytest.raises(ConfigError, match=f"api 127.0.0.1:{port}: cannot listen"):
             bind(config.api.host, config.api.port)
+
+
+@pytest.mark.slow
+async def test_serve_on_all_interfaces_with_a_key_from_the_environment(tmp_path):
+    """`grebe serve` on 0.0.0.0 starts when the environment supplies a key, and then asks
+    every caller but the probes for it, over a real socket."""
+    port = free_port()
+    key, entry = new_key("ops")
+    config_file = tmp_path / "grebe.yaml"
+    config_file.write_text(yaml.safe_dump({
+        "data_dir": str(tmp_path),
+        "streams": [{"name": "posts", "eligibilities": ["basic"]}],
+        "engine": {"processes": 0},
+        "plans": {"factory": "grebe.flows.basic:build_bundle"},
+        "api": {"host": "0.0.0.0", "port": port},
+    }))
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "from grebe.cli import main; main()", "serve",
+        "--config", str(config_file), stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+        env={**os.environ, "GREBE_AUTH__KEYS": f"[{entry.model_dump_json()}]"},
+    )
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            await wait_ready(client, process)
+            post = {"id": "k1", "author_id": "a", "text": "hello"}
+            refused = await client.post("/v1/posts", json=post)
+            assert refused.status_code == 401 and "www-authenticate" in refused.headers
+            accepted = await client.post("/v1/posts", json=post,
+                                         headers={"authorization": f"Bearer {key}"})
+            assert accepted.status_code == 202
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(process.wait(), 30)
+    assert process.returncode == 0

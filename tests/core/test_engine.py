@@ -15,6 +15,7 @@ from grebe.core.engine import (
     _decoder,
     _frame,
 )
+from grebe.errors import DecodeError
 from grebe.types import Post, TaskPayload, TaskResult, TaskStatus
 
 # A plans factory the engine processes import by name (they inherit sys.path).
@@ -115,5 +116,27 @@ async def test_engine_death_fails_its_futures_and_is_restarted(tmp_path, plans_m
         assert deaths == [(0, -signal.SIGKILL)]
         assert executor.pids and executor.pids != [pid]
         assert not executor.failed.is_set()
+    finally:
+        await executor.stop()
+
+
+@pytest.mark.timeout(60)
+async def test_an_unencodable_payload_fails_alone_not_its_batch(tmp_path, plans_module):
+    """B5: a count past 64 bits once made the whole IPC batch fail to encode, so no post of
+    it ever finished. The codec now refuses such posts; if one reaches the executor anyway
+    (built in code), only its own future fails."""
+    executor = ProcessExecutor(_config(tmp_path, f"{plans_module}:build_bundle"))
+    await executor.start()
+    try:
+        bad = TaskPayload(
+            payload_id="bad", post=Post(id="big", author_id="a", like_count=10**30),
+            eligibilities=frozenset({"echo"}),
+        )
+        futures = [executor.submit(_payload(0)), executor.submit(bad),
+                   executor.submit(_payload(1))]
+        results = await asyncio.gather(*futures, return_exceptions=True)
+        assert isinstance(results[1], DecodeError)
+        assert "unencodable" in str(results[1])
+        assert [r.labels for r in (results[0], results[2])] == [["seen:t0"], ["seen:t1"]]
     finally:
         await executor.stop()

@@ -11,11 +11,14 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
+from grebe.config import load_config
 from grebe.errors import ConfigError
 from grebe.feed.home import HomeFeed, build_home_pipeline
 from grebe.feed.http import build_feed_app
+from grebe.feed.runner import serve_http
 from grebe.feed.viewers import MemoryViewerDirectory, Viewer
 from grebe.inference.fakes import HashEmbedder
+from grebe.security.keys import KeyStore, new_key
 from grebe.stores.sqlite import SqliteStore
 from grebe.thunder.client import GrpcThunderClient
 from grebe.thunder.events import PostCreate
@@ -96,8 +99,9 @@ async def test_home_timeline(world: World) -> None:
     assert selected["c2"].similarity is not None and selected["c2"].similarity > 0.3
     # The post the viewer engaged with shaped the interests but is not served again.
     assert "x1" not in ids(result.retrieved)
-    # ...and the dissimilar one is not retrieved at all.
-    assert "d1" not in ids(result.retrieved)
+    # ...and the dissimilar one only as backfill (the page is not full), ranked below.
+    d1 = next(c for c in result.retrieved if c.post_id == "d1")
+    assert d1.source == "similar_posts_backfill" and d1.score < selected["c2"].score
     # carol's c1 came twice (bob's retweet in network, c1 out of network): kept once.
     assert ("b3" in selected) != ("c1" in selected)
     assert "duplicate" in result.filtered_by()
@@ -109,7 +113,7 @@ async def test_home_timeline(world: World) -> None:
 async def test_served_posts_are_remembered_and_not_repeated(world: World) -> None:
     first = await world.feed.home("alice", max_results=2)
     await world.feed.pipeline.aclose()  # the side effect ran
-    assert set(ids(first.selected)) <= world.viewers.viewers["alice"].seen
+    assert set(ids(first.selected)) <= (await world.viewers.get("alice")).seen
     second = await world.feed.home("alice", max_results=2)
     assert not set(ids(first.selected)) & set(ids(second.selected))
 
@@ -124,7 +128,12 @@ async def test_safety_levels(world: World) -> None:
 async def test_new_user_with_stated_interests_gets_similar_posts(world: World) -> None:
     result = await world.feed.home("newbie", interests=["jazz saxophone"])
     assert result.selected and all(not c.in_network for c in result.selected)
-    assert {"c1", "c2", "x1"} >= set(ids(result.selected))
+    similar = [c for c in result.selected if c.source == "similar_posts"]
+    assert {"c1", "c2", "x1"} == set(ids(similar))
+    # The most similar first; carol's second post is held back by author diversity.
+    assert set(ids(result.selected[:2])) == {"c1", "x1"}
+    c2 = next(c for c in result.selected if c.post_id == "c2")
+    assert c2.score_parts["author_diversity"] < 1.0
     nothing = await world.feed.home("stranger")
     assert nothing.selected == [] and nothing.errors == {}
 
@@ -136,7 +145,7 @@ async def test_deleted_posts_disappear(world: World) -> None:
 
 
 async def test_http_endpoint(world: World) -> None:
-    with TestClient(build_feed_app(world.feed)) as client:
+    with TestClient(build_feed_app(world.feed), base_url="http://127.0.0.1") as client:
         body = client.get("/home/alice", params={"debug": "1", "max_results": "3"}).json()
         assert len(body["posts"]) == 3
         assert body["filtered"]["safety"] == 1
@@ -166,3 +175,28 @@ async def test_in_network_over_grpc_matches_in_process(world: World) -> None:
     assert ids(remote.selected) == ids(local.selected)
     assert remote.errors == {}
 
+
+async def test_http_needs_a_feed_key_and_debug_needs_the_debug_scope(world: World) -> None:
+    reader, reader_entry = new_key("reader", ("feed",))
+    admin, admin_entry = new_key("admin", ("feed", "debug"))
+    app = build_feed_app(world.feed, KeyStore([reader_entry, admin_entry]))
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        missing = client.get("/home/alice")
+        assert missing.status_code == 401 and "Bearer" in missing.headers["www-authenticate"]
+        as_reader = {"authorization": f"Bearer {reader}"}
+        plain = client.get("/home/alice", headers=as_reader)
+        assert plain.status_code == 200 and "labels" not in plain.json()["posts"][0]
+        debug = client.get("/home/alice", params={"debug": "1"}, headers=as_reader)
+        assert debug.status_code == 403 and "debug" in debug.json()["error"]
+        as_admin = {"authorization": f"Bearer {admin}"}
+        debug = client.get("/home/alice", params={"debug": "1"}, headers=as_admin)
+        assert debug.status_code == 200 and "labels" in debug.json()["posts"][0]
+        assert client.get("/healthz").status_code == 200
+        rebound = client.get("/home/alice", headers={**as_admin, "host": "rebind.evil.example"})
+        assert rebound.status_code == 421
+
+
+async def test_feed_serve_refuses_other_machines_without_keys(tmp_path: Path) -> None:
+    config = load_config(data_dir=tmp_path, feed={"http_host": "0.0.0.0"})
+    with pytest.raises(ConfigError, match=r"feed\.http_host"):
+        await serve_http(config)

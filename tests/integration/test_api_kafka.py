@@ -60,7 +60,8 @@ async def api(kafka_bootstrap: str, tmp_path: Path) -> AsyncIterator[Api]:
     service = ApiService(config)
     await service.start()
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=build_app(service)),
-                               base_url="http://grebe")
+                               base_url="http://127.0.0.1",  # a Host grebe serves
+                               headers={"content-type": "application/json"})
     try:
         yield Api(service, client, kafka_bootstrap, topic)
     finally:

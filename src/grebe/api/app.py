@@ -9,13 +9,17 @@ the request, call the ApiService's parts, and shape the answer.
     GET  /metrics                         Prometheus: the runtime's and the API's metrics
     GET  /healthz, /readyz                liveness; readiness (503 while draining)
 
-Errors are JSON `{"error": ..., ...}`: 422 for posts that do not decode (with each
-item's reason, and nothing appended), 413 for oversized requests, 503 while stopping or
-when a broker or the models are unavailable.
+Errors are JSON `{"error": ..., ...}`: 400 for bodies that are not JSON or nest too
+deep, 415 for bodies not sent as application/json, 422 for posts that do not decode
+(with each item's reason, and nothing appended), 413 for oversized requests, 429 past a
+key's analyze budget, 503 while stopping or when a broker or the models are unavailable.
+Every route but /healthz and /readyz needs a key when `auth.keys` is set; Host and
+Origin are checked on every request (grebe.security, docs/security.md).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -27,6 +31,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from grebe.api.analysis import AnalyzerUnavailableError
+from grebe.api.body import BodyError, check_json, read_body, require_json
 from grebe.api.intake import SubmissionError, TooManyPostsError, parse_posts
 from grebe.api.metrics import REFUSED_INVALID, REFUSED_TOO_LARGE, REFUSED_UNAVAILABLE
 from grebe.api.page import render_status
@@ -34,6 +39,15 @@ from grebe.api.service import ApiService
 from grebe.api.status import snapshot
 from grebe.codec import decode_envelope, encode
 from grebe.errors import BrokerError, DecodeError, StoreError
+from grebe.security.authn import principal_of
+from grebe.security.keys import KeyStore
+from grebe.security.middleware import guard_stack
+from grebe.security.ratelimit import CallerRateLimiter
+
+log = logging.getLogger(__name__)
+#: Liveness and readiness stay open with keys set: orchestrators probe them without
+#: credentials, and they tell only "ok"/"draining" (no posts, streams or counts).
+PUBLIC_PATHS = ("/healthz", "/readyz")
 
 
 class JSON(Response):
@@ -46,41 +60,42 @@ class JSON(Response):
         return encode(content)
 
 
-def error(code: int, message: str, **extra: Any) -> JSON:
-    return JSON({"error": message, **extra}, status_code=code)
+def error(code: int, message: str, headers: dict[str, str] | None = None,
+          **extra: Any) -> JSON:
+    return JSON({"error": message, **extra}, status_code=code, headers=headers)
 
 
-class BodyTooLargeError(Exception):
-    pass
+def body_error(exc: BodyError) -> JSON:
+    # After a timed-out body the connection's state is unknown: do not reuse it.
+    headers = {"connection": "close"} if exc.status == 408 else None
+    return error(exc.status, str(exc), headers=headers)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The body, refused as soon as it passes `limit` bytes (never buffered past it)."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise BodyTooLargeError
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLargeError
-        chunks.append(chunk)
-    return b"".join(chunks)
+async def internal_error(request: Request, exc: Exception) -> Response:
+    """A bug answers a plain 500: the traceback goes to the log, never to the caller."""
+    log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return error(500, "internal error; see the server log")
 
 
 def build_app(service: ApiService) -> Starlette:
     limits = service.config.api
+    analyze_budget = CallerRateLimiter(limits.analyze_rate)
+
+    async def json_body(request: Request) -> bytes:
+        require_json(request)
+        body = await read_body(request, limits.max_body_bytes, limits.http.body_timeout_s)
+        check_json(body, limits.max_json_depth)
+        return body
 
     async def submit_posts(request: Request) -> Response:
         if not service.accepting or service.intake is None:
             service.metrics.refused(REFUSED_UNAVAILABLE)
             return error(503, f"not accepting posts: {service.state}")
         try:
-            body = await read_body(request, limits.max_body_bytes)
-            posts = parse_posts(body, limits.max_batch)
-        except BodyTooLargeError:
-            service.metrics.refused(REFUSED_TOO_LARGE)
-            return error(413, f"body over {limits.max_body_bytes} bytes (api.max_body_bytes)")
+            posts = parse_posts(await json_body(request), limits.max_batch)
+        except BodyError as exc:
+            service.metrics.refused(REFUSED_TOO_LARGE if exc.status == 413 else REFUSED_INVALID)
+            return body_error(exc)
         except TooManyPostsError as exc:
             service.metrics.refused(REFUSED_TOO_LARGE)
             return error(413, str(exc), problems=exc.problems)
@@ -112,10 +127,17 @@ def build_app(service: ApiService) -> Starlette:
         return JSON({"post_id": post_id, "annotations": rows})
 
     async def analyze(request: Request) -> Response:
+        principal = principal_of(request.state)
+        caller = principal.key_id or (request.client.host if request.client else "unknown")
+        wait_s = analyze_budget.retry_after_s(caller)
+        if wait_s is not None:
+            return error(429, f"over the analyze budget of {limits.analyze_rate} "
+                              "(api.analyze_rate)", retry_after_s=round(wait_s),
+                         headers={"retry-after": str(round(wait_s))})
         try:
-            body = await read_body(request, limits.max_body_bytes)
-        except BodyTooLargeError:
-            return error(413, f"body over {limits.max_body_bytes} bytes (api.max_body_bytes)")
+            body = await json_body(request)
+        except BodyError as exc:
+            return body_error(exc)
         if body.lstrip()[:1] == b"[":
             return error(422, "send one post (an Envelope or a bare Post), not an array")
         try:
@@ -154,7 +176,9 @@ def build_app(service: ApiService) -> Starlette:
             return error(503, reason, status="unready")
         return JSON({"status": "ready"})
 
-    return Starlette(routes=[
+    return Starlette(middleware=guard_stack(
+        KeyStore.from_config(service.config.auth), "api", limits.host, limits.http,
+        PUBLIC_PATHS), exception_handlers={Exception: internal_error}, routes=[
         Route("/v1/posts", submit_posts, methods=["POST"]),
         Route("/v1/posts/{post_id:path}/annotations", annotations, methods=["GET"]),
         Route("/v1/analyze", analyze, methods=["POST"]),

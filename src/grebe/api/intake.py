@@ -129,7 +129,7 @@ class KafkaIntake:
         from grebe.brokers.kafka import KafkaProducer
 
         self.stream = stream
-        self._producer = KafkaProducer(config.kafka)
+        self._producer = KafkaProducer(config.kafka, inputs=[stream.topic])  # must exist
 
     async def start(self) -> None:
         await self._producer.start()

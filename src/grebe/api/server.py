@@ -24,6 +24,8 @@ from grebe.api.service import ApiService
 from grebe.config import GrebeConfig
 from grebe.core.signals import ShutdownSignals
 from grebe.errors import ConfigError, GrebeError
+from grebe.security.keys import KeyStore
+from grebe.security.server import require_keys_beyond_loopback, uvicorn_config
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,8 @@ def bind(host: str, port: int) -> socket.socket:
 async def serve(config: GrebeConfig) -> int:
     """Run until a signal; returns the process exit code (grebe.constants.EXIT_*)."""
     try:
+        require_keys_beyond_loopback(config.api.host, KeyStore.from_config(config.auth),
+                                     "api.host")
         sock = bind(config.api.host, config.api.port)
     except ConfigError as exc:
         log.error("cannot start: %s", exc)
@@ -67,14 +71,15 @@ async def _serve(service: ApiService, sock: socket.socket, stop_requested: async
         except GrebeError as exc:
             log.error("cannot start: %s", exc)
             return C.EXIT_FAILED
-        server = _Server(uvicorn.Config(
-            build_app(service), lifespan="off", log_level="info", access_log=False,
-            timeout_graceful_shutdown=HTTP_SHUTDOWN_S,
+        server = _Server(uvicorn_config(
+            build_app(service), service.config.api.http, lifespan="off", log_level="info",
+            access_log=False, timeout_graceful_shutdown=HTTP_SHUTDOWN_S,
         ))
         http = asyncio.create_task(server.serve(sockets=[sock]), name="http")
         host, port = sock.getsockname()[:2]
-        log.info("grebe serve: http://%s:%d/ (status page), /v1/posts, /v1/analyze",
-                 host, port)
+        log.info("grebe serve: http://%s:%d/ (status page), /v1/posts, /v1/analyze (%s)",
+                 host, port, "API keys required" if service.config.auth.keys
+                 else "no API keys: open to this host's users only")
         reasons = await _wait_for_stop(service, stop_requested, http)
         log.info("stopping: %s", ", ".join(reasons))
         drained = await service.drain()

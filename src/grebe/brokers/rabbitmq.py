@@ -26,23 +26,30 @@ import asyncio
 import contextlib
 import logging
 import random
+import re
 from typing import Any
 
 import aio_pika
 from aio_pika.abc import (
+    AbstractChannel,
     AbstractIncomingMessage,
     AbstractQueue,
     AbstractRobustChannel,
     AbstractRobustConnection,
 )
-from aio_pika.exceptions import AMQPError, ChannelInvalidStateError
+from aio_pika.exceptions import (
+    AMQPError,
+    ChannelInvalidStateError,
+    ChannelPreconditionFailed,
+    DeliveryError,
+)
 
 from grebe import constants as C
 from grebe.codec import encode
 from grebe.config import RabbitMQConfig
 from grebe.core.backoff import Backoff
 from grebe.core.source import Message, Outcome
-from grebe.errors import BrokerError
+from grebe.errors import BrokerError, ConfigError
 from grebe.types import Envelope
 
 log = logging.getLogger(__name__)
@@ -77,16 +84,47 @@ def _safe(url: str) -> str:
     return f"{scheme}{sep}{rest}"
 
 
-async def _declare_main(channel: AbstractRobustChannel, queue: str, max_priority: int
+def stream_queue_arguments(max_priority: int) -> dict[str, Any]:
+    """The arguments every declaration of a stream queue uses (source, publisher,
+    `grebe topics`): RabbitMQ refuses a declaration whose arguments differ."""
+    return {C.RABBIT_MAX_PRIORITY_ARG: max_priority}
+
+
+async def _declare_main(channel: AbstractChannel, queue: str, max_priority: int
                         ) -> AbstractQueue:
     try:
         return await channel.declare_queue(
-            queue, durable=True, arguments={"x-max-priority": max_priority}
+            queue, durable=True, arguments=stream_queue_arguments(max_priority)
         )
+    except ChannelPreconditionFailed as exc:
+        raise declaration_mismatch(queue, max_priority, exc) from exc
     except AMQPError as exc:
         raise BrokerError(
             f"cannot declare RabbitMQ queue {queue!r} (x-max-priority={max_priority}): {exc}"
         ) from exc
+
+
+def declaration_mismatch(queue: str, max_priority: int, exc: BaseException) -> ConfigError:
+    """PRECONDITION_FAILED on declare: the queue exists with other arguments (typically
+    declared by hand, or by another tool, without x-max-priority). Name it and the fix."""
+    text = str(exc)
+    # "received the value '3' of type 'byte' but current is none", or
+    # "received '3' but current is '5'" (RabbitMQ words it both ways).
+    match = re.search(r"inequivalent arg '([^']+)'.*?received (?:the value )?'([^']*)'"
+                      r".*?current is (?:the value )?(?:'([^']*)'|(\w+))", text)
+    if match is None:
+        return ConfigError(f"RabbitMQ queue {queue!r} exists with other arguments than "
+                           f"grebe declares ({text})")
+    arg, wanted, current = match[1], match[2], match[3] or match[4]
+    fix = ("delete the queue (`rabbitmqctl delete_queue " + queue + "`; move its messages "
+           "first) and let grebe declare it (`grebe topics create`)")
+    if arg == C.RABBIT_MAX_PRIORITY_ARG and match[3] is not None:
+        fix += f", or set rabbitmq.max_priority: {current} to match it"
+    return ConfigError(
+        f"RabbitMQ queue {queue!r} exists with {arg}={current}, but grebe declares "
+        f"{arg}={wanted} (rabbitmq.max_priority: {max_priority}); RabbitMQ refuses a "
+        f"declaration with different arguments. Fix: {fix}."
+    )
 
 
 class RabbitPublisher:
@@ -101,8 +139,16 @@ class RabbitPublisher:
 
     async def start(self) -> None:
         self._connection = await _connect(self._config.url)
-        self._channel = await self._connection.channel(publisher_confirms=True)  # type: ignore[assignment]
-        await _declare_main(self._channel, self.queue, self._config.max_priority)  # type: ignore[arg-type]
+        # on_return_raises + mandatory: a message the broker cannot route (the queue was
+        # deleted) fails its publish instead of vanishing in the default exchange.
+        self._channel = await self._connection.channel(  # type: ignore[assignment]
+            publisher_confirms=True, on_return_raises=True
+        )
+        try:
+            await _declare_main(self._channel, self.queue, self._config.max_priority)  # type: ignore[arg-type]
+        except BaseException:
+            await self.stop()
+            raise
 
     async def stop(self) -> None:
         if self._connection is not None:
@@ -127,7 +173,14 @@ class RabbitPublisher:
             delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
         )
         try:
-            await self._channel.default_exchange.publish(message, routing_key=self.queue)
+            await self._channel.default_exchange.publish(
+                message, routing_key=self.queue, mandatory=True
+            )
+        except DeliveryError as exc:
+            raise BrokerError(
+                f"RabbitMQ returned a message to queue {self.queue!r} as unroutable (was "
+                "the queue deleted? restart the publisher, or `grebe topics create`)"
+            ) from exc
         except _CONNECTION_ERRORS as exc:
             raise BrokerError(f"publish to RabbitMQ queue {self.queue!r} failed: {exc}") from exc
 

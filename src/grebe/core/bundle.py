@@ -19,6 +19,7 @@ from grebe.errors import ConfigError
 if TYPE_CHECKING:
     from grebe.config import GrebeConfig
     from grebe.core.plan import Plan
+    from grebe.core.planmaster import PlanMaster
 
 
 class Lifecycle(Protocol):
@@ -35,7 +36,16 @@ class PlanBundle:
     plans: Sequence[Plan]
     services: Any = None
     components: Sequence[Lifecycle] = field(default_factory=list)
+    # Builds the PlanMaster that runs the plans (tracing swaps in one that opens a span
+    # per post); None: the plain PlanMaster.
+    master_factory: Callable[..., PlanMaster] | None = None
     _started: list[Lifecycle] = field(default_factory=list, init=False, repr=False)
+
+    def master(self) -> PlanMaster:
+        from grebe.core.planmaster import PlanMaster
+
+        factory = self.master_factory or PlanMaster
+        return factory(self.plans, services=self.services)
 
     async def start(self) -> None:
         for component in self.components:
@@ -87,4 +97,8 @@ def build_bundle(config: GrebeConfig) -> PlanBundle:
             f"plans.factory {factory_name(config)!r} returned {type(bundle).__name__}, "
             "not a PlanBundle"
         )
+    if config.tracing.enabled:
+        from grebe.tracing import instrument
+
+        instrument(bundle, config.tracing)
     return bundle

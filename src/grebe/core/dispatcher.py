@@ -73,13 +73,17 @@ def qps_item(max_qps: float) -> RateLimitItem:
     return RateLimitItemPerSecond(1, max(1, round(1 / max_qps)))
 
 
-def limiter_storage_from(uri: str) -> object:
-    """`memory://` or `redis://host/db` (as configured) -> an async limits storage."""
+def limiter_storage_from(uri: str, namespace: str = C.DEFAULT_REDIS_NAMESPACE) -> object:
+    """`memory://` or `redis://host/db` (as configured) -> an async limits storage. In
+    Redis its keys start with `<namespace>:limits`, so deployments sharing a Redis keep
+    separate budgets."""
     scheme = uri.split("://", 1)[0]
     if not scheme.startswith("async+"):
         uri = f"async+{uri}"
     if "redis" in scheme:  # redis-py is a dependency; coredis (the limits default) is not
-        return storage_from_string(uri, implementation="redispy")
+        return storage_from_string(
+            uri, implementation="redispy", key_prefix=f"{namespace}:{C.REDIS_LIMITS_SUFFIX}"
+        )
     return storage_from_string(uri)
 
 
@@ -188,6 +192,7 @@ class Dispatcher:
         metrics: DispatcherMetrics | None = None,
         rng: random.Random | None = None,
         limiter_storage: str = "memory://",
+        limiter_namespace: str = C.DEFAULT_REDIS_NAMESPACE,
     ) -> None:
         if not streams:
             raise ConfigError("the dispatcher needs at least one stream")
@@ -201,6 +206,7 @@ class Dispatcher:
         self._rng = rng or random.Random()
         self._backoff = Backoff(config.backoff_base_s, config.backoff_max_s, self._rng)
         self._limiter_storage = limiter_storage
+        self._limiter_namespace = limiter_namespace
         self._limiter: MovingWindowRateLimiter | None = None
         self.stats = DispatcherStats()
         self._slots = _InFlightSlots(config.max_in_flight)
@@ -228,7 +234,9 @@ class Dispatcher:
         self._running = True
         if any(s.limit for s in self._streams):
             self._limiter = MovingWindowRateLimiter(
-                limiter_storage_from(self._limiter_storage)  # type: ignore[arg-type]
+                limiter_storage_from(  # type: ignore[arg-type]
+                    self._limiter_storage, self._limiter_namespace
+                )
             )
         self._completer = asyncio.create_task(
             self._complete_forever(), name="dispatcher-completer"

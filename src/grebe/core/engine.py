@@ -47,7 +47,7 @@ import msgspec
 
 from grebe import constants as C
 from grebe.core.executor import ExecutorUnavailableError
-from grebe.errors import GrebeError
+from grebe.errors import DecodeError, GrebeError
 from grebe.types import TaskPayload, TaskResult
 
 log = logging.getLogger(__name__)
@@ -180,17 +180,19 @@ class _EngineServer:
             level=logging.INFO,
             format=f"%(asctime)s engine-{first.index} %(levelname)s %(name)s: %(message)s",
         )
+        from grebe.security.scrub import install_log_scrubbing
+
+        install_log_scrubbing()
         sys.path[:] = first.sys_path
         from grebe.config import GrebeConfig
         from grebe.core.bundle import build_bundle
-        from grebe.core.planmaster import PlanMaster
 
         try:
             config = GrebeConfig.model_validate_json(first.config_json)
             self._concurrency = config.engine.concurrency
             bundle = build_bundle(config)
             await bundle.start()
-            self._master = PlanMaster(bundle.plans, services=bundle.services)
+            self._master = bundle.master()
         except Exception as exc:
             log.exception("engine failed to start")
             self._writer.write(_frame(StartFailed(error=f"{type(exc).__name__}: {exc}")))
@@ -400,7 +402,31 @@ class ProcessExecutor:
             if not engine.alive:
                 continue  # its futures were failed with it
             for i in range(0, len(outbox), C.ENGINE_IPC_BATCH):
-                engine.writer.write(_frame(Submit(items=outbox[i : i + C.ENGINE_IPC_BATCH])))
+                self._send(engine, outbox[i : i + C.ENGINE_IPC_BATCH])
+
+    def _send(self, engine: _Engine, items: list[tuple[int, TaskPayload]]) -> None:
+        """Write one Submit frame. The codec bounds what a payload may hold, so encoding
+        does not fail; if it ever does, only the payload that cannot be encoded fails
+        (its post is dead-lettered with the reason), never the batch around it."""
+        try:
+            engine.writer.write(_frame(Submit(items=items)))
+            return
+        except (TypeError, ValueError, OverflowError, RecursionError):
+            pass
+        sendable: list[tuple[int, TaskPayload]] = []
+        for payload_id, payload in items:
+            try:
+                _encoder.encode(payload)
+            except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+                future = engine.in_flight.pop(payload_id, None)
+                if future is not None and not future.done():
+                    future.set_exception(
+                        DecodeError(f"unencodable: {type(exc).__name__}: {exc}")
+                    )
+            else:
+                sendable.append((payload_id, payload))
+        if sendable:
+            engine.writer.write(_frame(Submit(items=sendable)))
 
     async def _pump(self, engine: _Engine) -> None:
         """Resolve futures from the engine's result frames until it goes away."""

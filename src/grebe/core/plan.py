@@ -41,7 +41,7 @@ import heapq
 import math
 import time
 import types
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -518,3 +518,18 @@ class _PlanRun:
                 waiting[s] -= 1
                 if not waiting[s]:
                     pending.append(s)
+
+
+def wrap_tasks(plan: Plan, wrap: Callable[[str, TaskFn], TaskFn]) -> Plan:
+    """The same plan (deps, timeouts, eligibility, version) with each task function
+    replaced by `wrap(task name, fn)`: how tracing adds a span per task without the
+    executor knowing about it."""
+    by_name = {
+        name: (plan._fns[k], plan._timeouts[k]) for k, name in enumerate(plan._names)
+    }
+    tasks = {
+        name: TaskSpec(wrap(name, fn), timeout_s=math.inf if timeout is None else timeout)
+        for name, (fn, timeout) in ((n, by_name[n]) for n in plan.task_names)
+    }
+    return Plan(plan.name, tasks, dict(plan.deps), eligibility=plan.eligibility,
+                version=plan.version, task_timeout_s=plan.task_timeout_s)

@@ -95,6 +95,7 @@ class Runtime:
                 [Stream(s, c) for s, c in zip(self.sources, config.streams, strict=True)],
                 self.executor, config.dispatcher, metrics=metrics,
                 limiter_storage=limiter_uri(config),
+                limiter_namespace=config.redis.namespace,
             )
         except BaseException:
             await self._close()
@@ -119,11 +120,9 @@ class Runtime:
         if config.engine.processes >= 1:
             executor: Executor = ProcessExecutor(config)
         else:
-            from grebe.core.planmaster import PlanMaster
-
             self._bundle = build_bundle(config)
             await self._bundle.start()
-            master = PlanMaster(self._bundle.plans, services=self._bundle.services)
+            master = self._bundle.master()
             executor = InlineExecutor(master, config.engine.concurrency)
         await executor.start()
         return executor

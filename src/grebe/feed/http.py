@@ -2,6 +2,12 @@
 
     GET /home/{user_id}?max_results=20&safety_level=strict&debug=1
     GET /healthz
+
+With `auth.keys` set, /home needs a key with the `feed` scope, and `debug=1` (which
+shows every candidate's labels, score parts and which filter removed which post) needs
+the `debug` scope too: 403 otherwise. Without keys the server is loopback-only and its
+callers are the host's own users, who may debug. Host and Origin are checked as for
+`grebe serve` (grebe.security).
 """
 
 from __future__ import annotations
@@ -16,6 +22,12 @@ from starlette.routing import Route
 from grebe.errors import ConfigError
 from grebe.feed.candidates import FeedCandidate
 from grebe.feed.home import HomeFeed, HomeResult
+from grebe.security.authn import principal_of
+from grebe.security.keys import KeyStore
+from grebe.security.middleware import guard_stack
+
+#: Open with keys set: probes carry no credentials, and it tells only a post count.
+PUBLIC_PATHS = ("/healthz",)
 
 
 def candidate_json(c: FeedCandidate, debug: bool) -> dict[str, Any]:
@@ -30,7 +42,7 @@ def candidate_json(c: FeedCandidate, debug: bool) -> dict[str, Any]:
         out["retweet_of"] = c.source_post_id
     if debug:
         out.update(source=c.source, labels=c.labels, score_parts=c.score_parts,
-                   similarity=c.similarity)
+                   similarity=c.similarity, explanation=c.explanation)
     return out
 
 
@@ -53,9 +65,15 @@ def result_json(result: HomeResult, debug: bool) -> dict[str, Any]:
     return body
 
 
-def build_feed_app(feed: HomeFeed) -> Starlette:
+def build_feed_app(feed: HomeFeed, keys: KeyStore | None = None) -> Starlette:
     async def home(request: Request) -> Response:
         params = request.query_params
+        debug = params.get("debug", "").lower() in {"1", "true", "yes"}
+        principal = principal_of(request.state)
+        if debug and not principal.may("debug"):
+            return JSONResponse({"error": f"debug=1 needs a key with the 'debug' scope; "
+                                          f"key {principal.key_id!r} lacks it"},
+                                status_code=403)
         try:
             max_results = int(params.get("max_results", feed.settings.max_results))
         except ValueError:
@@ -67,13 +85,14 @@ def build_feed_app(feed: HomeFeed) -> Starlette:
                                      safety_level=params.get("safety_level"))
         except ConfigError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
-        debug = params.get("debug", "").lower() in {"1", "true", "yes"}
         return JSONResponse(result_json(result, debug))
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "indexed_posts": len(feed.index)})
 
-    return Starlette(routes=[
+    settings = feed.settings
+    return Starlette(middleware=guard_stack(
+        keys or KeyStore(), "feed", settings.http_host, settings.http, PUBLIC_PATHS), routes=[
         Route("/home/{user_id}", home, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
     ])

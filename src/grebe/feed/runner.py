@@ -7,16 +7,29 @@ from that store, or from a thunder service when `feed.thunder_target` is set."""
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 from grebe.config import GrebeConfig
+from grebe.errors import ConfigError
 from grebe.feed.home import HomeFeed, build_home_pipeline
 from grebe.feed.settings import feed_settings
 from grebe.feed.viewers import MemoryViewerDirectory
 from grebe.stores.factory import build_store
 from grebe.thunder.client import GrpcThunderClient
 from grebe.thunder.runner import replay_store
+
+
+def thunder_key(env: str | None) -> str | None:
+    """The key for thunder from the variable `feed.thunder_key_env` names (keys stay out
+    of config files)."""
+    if env is None:
+        return None
+    key = os.environ.get(env)
+    if not key:
+        raise ConfigError(f"feed.thunder_key_env: environment variable {env} is not set")
+    return key
 
 
 @contextlib.asynccontextmanager
@@ -35,7 +48,10 @@ async def feed_from_config(
     try:
         await embedder.start()
         thunder_store = await replay_store(config)
-        thunder = GrpcThunderClient(settings.thunder_target) if settings.thunder_target else None
+        thunder = GrpcThunderClient(
+            settings.thunder_target, tls_ca_file=settings.thunder_tls_ca_file,
+            key=thunder_key(settings.thunder_key_env),
+        ) if settings.thunder_target else None
         feed = build_home_pipeline(config, store, thunder_store, embedder, viewers=viewers,
                                    thunder=thunder)
         await feed.index_posts(list(thunder_store.by_id))
@@ -54,11 +70,15 @@ async def serve_http(config: GrebeConfig, viewers_file: Path | None = None) -> N
     import uvicorn
 
     from grebe.feed.http import build_feed_app
+    from grebe.security.keys import KeyStore
+    from grebe.security.server import require_keys_beyond_loopback, uvicorn_config
 
     settings = feed_settings(config.feed)
+    keys = KeyStore.from_config(config.auth)
+    require_keys_beyond_loopback(settings.http_host, keys, "feed.http_host")
     async with feed_from_config(config, viewers_file) as feed:
-        server = uvicorn.Server(uvicorn.Config(
-            build_feed_app(feed), host=settings.http_host, port=settings.http_port,
-            log_level="info",
+        server = uvicorn.Server(uvicorn_config(
+            build_feed_app(feed, keys), settings.http, host=settings.http_host,
+            port=settings.http_port, log_level="info",
         ))
         await server.serve()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from grebe import constants as C
 from grebe.core.bundle import PlanBundle
 from grebe.core.memo import SharedCache
 from grebe.core.plan import Plan
@@ -45,6 +46,7 @@ def enabled_plans(settings: FlowSettings) -> list[Plan]:
 def assemble(
     settings: FlowSettings, *, models: Any, store: Any, producer: Any = None,
     media: Any = None, output_topic: str = "annotations", rate_limit_storage: str = "memory://",
+    rate_limit_namespace: str = C.DEFAULT_REDIS_NAMESPACE,
 ) -> FlowServices:
     """FlowServices from already-built parts (the bundle, `grebe analyze` and tests)."""
     memory = settings.author_memory
@@ -64,7 +66,7 @@ def assemble(
         authors=AuthorMemory(authors=memory.authors, texts_per_author=memory.texts_per_author,
                              window_s=memory.window_s),
         prompts=PromptBook(settings.prompts_dir),
-        limiter=PlanLimiter(rate_limit_storage),
+        limiter=PlanLimiter(rate_limit_storage, rate_limit_namespace),
         dedupe=RecentKeys(max_ttl_s=max(
             (settings.plan(p.name).dedupe_ttl_s for p in PLANS), default=1.0) or 1.0),
         plan_versions={plan.name: plan.version for plan in PLANS},
@@ -96,6 +98,7 @@ def build_bundle(config: GrebeConfig) -> PlanBundle:
     store = build_store(config)
     producer = build_producer(config)
     services = assemble(settings, models=models, store=store, producer=producer, media=media,
-                        output_topic=config.output.topic, rate_limit_storage=limiter_uri(config))
+                        output_topic=config.output.topic, rate_limit_storage=limiter_uri(config),
+                        rate_limit_namespace=config.redis.namespace)
     components = lifecycles([store, producer, *models.components(), media])
     return PlanBundle(plans=plans, services=services, components=components)

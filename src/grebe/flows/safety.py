@@ -5,7 +5,9 @@ Local classifier, with the trained text heads (grebe.flows.judge): target-aware 
 the post text and, separately, on the text found in its media (OCR, transcript); without
 heads, the hate/offensive model and the profanity model. The NSFW image model on every
 image and sampled video frame. A post is labelled by every check it fails, or `safe`
-(`abstain` when its language is outside the text models' and nothing else failed).
+(`abstain` when its language is outside the text models' and nothing else failed) — but
+never `safe` when some media item went unchecked (then `media_unchecked`, added by the
+media task, says why).
 """
 
 from __future__ import annotations
@@ -64,6 +66,16 @@ async def media_text(ctx: TaskContext) -> dict[str, float]:
     return await text_scores(ctx, text)
 
 
+def verdict_labels(failed: list[str], abstained: bool, facts: MediaFacts) -> list[str]:
+    """The failed checks; else `abstain` when the text models abstained; else `safe` —
+    never `safe` with unchecked media (fail closed: `media_unchecked` says why)."""
+    if failed:
+        return failed
+    if abstained:
+        return [language.LABEL_ABSTAIN]
+    return [] if facts.unchecked else [LABEL_SAFE]
+
+
 async def classify_heads(ctx: TaskContext, settings: SafetySettings) -> list[str]:
     """Target-aware labels from the heads (grebe.flows.judge): `offensive` for profanity,
     `insult` when it is aimed at a person, `hate`, `threat`; each from the post text or
@@ -92,7 +104,7 @@ async def classify_heads(ctx: TaskContext, settings: SafetySettings) -> list[str
     abstained = [v.reason for v in post.values() if v.abstained]
     if abstained:
         ctx.output.reasons[language.LABEL_ABSTAIN] = abstained[0]
-    ctx.output.labels.extend(failed or [language.LABEL_ABSTAIN if abstained else LABEL_SAFE])
+    ctx.output.labels.extend(verdict_labels(failed, bool(abstained), facts))
     if facts.nsfw_model:
         ctx.output.model_versions["nsfw"] = facts.nsfw_model
     return failed
@@ -136,7 +148,7 @@ async def classify(ctx: TaskContext) -> list[str]:
     why_not = await language.local_abstain(ctx, TEXT_MODELS)
     if why_not:
         ctx.output.reasons[language.LABEL_ABSTAIN] = why_not
-    ctx.output.labels.extend(failed or [language.LABEL_ABSTAIN if why_not else LABEL_SAFE])
+    ctx.output.labels.extend(verdict_labels(failed, bool(why_not), facts))
     if facts.nsfw_model:
         ctx.output.model_versions["nsfw"] = facts.nsfw_model
     return failed

@@ -17,6 +17,7 @@ import msgspec
 import numpy as np
 from cachetools import TTLCache
 
+from grebe import constants as C
 from grebe.inference.base import ChatModel, Embedder, TextClassifier
 from grebe.stores.base import AnnotationStore
 from grebe.types import Post
@@ -32,6 +33,9 @@ class MediaFacts(msgspec.Struct, frozen=True, kw_only=True):
     nsfw_model: str = ""  # name of the model that produced `nsfw`
     items: int = 0  # media items looked at
     errors: tuple[str, ...] = ()  # per-item problems (unsafe URL, corrupt video...)
+    # One line per media item that was not checked (failed, refused, over a cap, not
+    # scored), saying which and why. Non-empty means no verdict may read as "clean".
+    unchecked: tuple[str, ...] = ()
 
     @property
     def max_nsfw(self) -> float:
@@ -98,8 +102,10 @@ class PlanLimiter:
     that is not enough. Storage "memory://" counts per engine process; "redis://..."
     shares the budget across processes and replicas."""
 
-    def __init__(self, storage_uri: str = "memory://") -> None:
+    def __init__(self, storage_uri: str = "memory://",
+                 namespace: str = C.DEFAULT_REDIS_NAMESPACE) -> None:
         self._storage_uri = storage_uri
+        self._namespace = namespace  # the deployment's Redis key namespace
         self._limiter: Any = None
         self._items: dict[float, Any] = {}
 
@@ -110,7 +116,7 @@ class PlanLimiter:
         from grebe.core.dispatcher import limiter_storage_from, qps_item
 
         if self._limiter is None:
-            storage: Any = limiter_storage_from(self._storage_uri)
+            storage: Any = limiter_storage_from(self._storage_uri, self._namespace)
             self._limiter = MovingWindowRateLimiter(storage)
         item = self._items.get(qps)
         if item is None:

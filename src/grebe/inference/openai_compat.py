@@ -35,10 +35,13 @@ from grebe.inference.schema import (
     to_json_schema,
     validate_json,
 )
+from grebe.security.scrub import scrub_text, scrub_url
 
 EMBEDDINGS_PATH = "/embeddings"
 CHAT_PATH = "/chat/completions"
 RESPONSE_FORMATS = ("json_schema", "json_object", "none")
+#: At most this much of an upstream error body goes into an error (scrubbed first).
+UPSTREAM_ERROR_CHARS = 200
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
 
@@ -66,7 +69,11 @@ def _retry_after(response: httpx.Response) -> float | None:
 
 
 class OpenAICompatClient:
-    """The shared transport: base URL, key, timeouts, retries, breaker."""
+    """The shared transport: base URL, key, timeouts, retries, breaker.
+
+    Every message built from the URL or from what the upstream answers goes through
+    grebe.security.scrub: `user:pw@`, `?key=`, bearer tokens and the key itself never
+    reach an error (and so a dead letter, a /v1/analyze answer or a log line)."""
 
     def __init__(
         self,
@@ -83,6 +90,7 @@ class OpenAICompatClient:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.display_url = scrub_url(self.base_url)  # what errors, logs and metrics show
         self.model = model
         self._api_key = api_key
         self._api_key_env = api_key_env
@@ -91,10 +99,11 @@ class OpenAICompatClient:
         self.backoff_initial_s = backoff_initial_s
         self.backoff_max_s = backoff_max_s
         self.breaker = breaker or CircuitBreaker(
-            f"{model}@{self.base_url}",
+            f"{model}@{self.display_url}",
             is_failure=lambda exc: not isinstance(exc, SchemaValidationError),
         )
         self._transport = transport
+        self._key: str | None = api_key
         self._client: httpx.AsyncClient | None = None
 
     async def start(self) -> None:
@@ -105,6 +114,7 @@ class OpenAICompatClient:
             key = os.environ.get(self._api_key_env)
             if key is None:
                 raise InferenceError(f"environment variable {self._api_key_env} is not set")
+        self._key = key
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._client = httpx.AsyncClient(
             base_url=self.base_url,
@@ -121,7 +131,7 @@ class OpenAICompatClient:
     async def post_json(self, path: str, body: dict[str, Any]) -> Any:
         """POST with breaker and retries; the decoded JSON body of a 2xx answer."""
         if self._client is None:
-            raise InferenceError(f"{self.base_url}: request before start()")
+            raise InferenceError(f"{self.display_url}: request before start()")
         return await self.breaker.call(lambda: self._post_with_retries(path, body))
 
     async def _post_with_retries(self, path: str, body: dict[str, Any]) -> Any:
@@ -137,28 +147,29 @@ class OpenAICompatClient:
                 with attempt:
                     return await self._post_once(path, body)
         except httpx.TransportError as exc:
-            raise InferenceError(
-                f"{self.base_url}{path}: {type(exc).__name__} after "
+            raise InferenceError(self._scrubbed(
+                f"{self.display_url}{path}: {type(exc).__name__} after "
                 f"{self.max_attempts} attempts: {exc}"
-            ) from exc
+            )) from None  # the cause's message may hold the raw URL
         raise AssertionError("unreachable: stamina re-raises the last error")
 
     async def _post_once(self, path: str, body: dict[str, Any]) -> Any:
         assert self._client is not None
         response = await self._client.post(path, json=body)
-        if response.status_code == 429 or response.status_code >= 500:
-            raise RetryableHTTPError(
-                f"{self.base_url}{path}: HTTP {response.status_code}: {response.text[:200]}",
-                _retry_after(response),
-            )
         if response.status_code >= 400:
-            raise InferenceError(
-                f"{self.base_url}{path}: HTTP {response.status_code}: {response.text[:500]}"
-            )
+            message = self._scrubbed(
+                f"{self.display_url}{path}: HTTP {response.status_code}: "
+                f"{response.text[:UPSTREAM_ERROR_CHARS]}")
+            if response.status_code == 429 or response.status_code >= 500:
+                raise RetryableHTTPError(message, _retry_after(response))
+            raise InferenceError(message)
         try:
             return response.json()
         except ValueError as exc:
-            raise InferenceError(f"{self.base_url}{path}: response is not JSON") from exc
+            raise InferenceError(f"{self.display_url}{path}: response is not JSON") from exc
+
+    def _scrubbed(self, message: str) -> str:
+        return scrub_text(message, secrets=(self._key,))
 
 
 class OpenAIEmbedder:

@@ -22,7 +22,8 @@ def build_store(config: GrebeConfig) -> AnnotationStore:
     if backend == "redis":
         from grebe.stores.redis import RedisStore
 
-        return RedisStore(config.redis.url, prefix=config.store.redis_prefix)
+        prefix = config.store.redis_prefix or config.redis.namespace
+        return RedisStore(config.redis.url, prefix=prefix)
     raise ConfigError(
         f"store.backend {backend!r} is not available in this build "
         "(supported: sqlite, memory, postgres, redis)"

@@ -6,6 +6,7 @@ own process (`LocalThunderClient`) or behind gRPC (`GrpcThunderClient`).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import grpc
@@ -72,19 +73,35 @@ def from_proto(post: thunder_pb2.LightPost) -> LightPost:
 
 
 class GrpcThunderClient:
-    """A grpc.aio client. The channel is opened in start(), not at construction."""
+    """A grpc.aio client. The channel is opened in start(), not at construction.
+
+    `key` is sent as `authorization: Bearer <key>` on every call; `tls_ca_file` turns on
+    TLS, trusting that CA for the server's certificate; `tls_cert_file`/`tls_key_file`
+    are this client's own certificate, for servers that require mutual TLS."""
 
     def __init__(
-        self, target: str, *, timeout_s: float = 0.5, compression: str = "gzip"
+        self, target: str, *, timeout_s: float = 0.5, compression: str = "gzip",
+        key: str | None = None, tls_ca_file: Path | None = None,
+        tls_cert_file: Path | None = None, tls_key_file: Path | None = None,
     ) -> None:
         self.target = target
         self.timeout_s = timeout_s
         self.compression = COMPRESSION[compression]
+        self._metadata = (("authorization", f"Bearer {key}"),) if key else None
+        self._tls = (tls_ca_file, tls_cert_file, tls_key_file)
         self._channel: grpc.aio.Channel | None = None
         self._stub: thunder_pb2_grpc.InNetworkPostsStub | None = None
 
     async def start(self) -> None:
-        self._channel = grpc.aio.insecure_channel(self.target, compression=self.compression)
+        ca, cert, key = self._tls
+        if ca is None:
+            self._channel = grpc.aio.insecure_channel(self.target, compression=self.compression)
+        else:
+            credentials = grpc.ssl_channel_credentials(
+                ca.read_bytes(), key.read_bytes() if key else None,
+                cert.read_bytes() if cert else None)
+            self._channel = grpc.aio.secure_channel(self.target, credentials,
+                                                    compression=self.compression)
         self._stub = thunder_pb2_grpc.InNetworkPostsStub(self._channel)
 
     async def stop(self) -> None:
@@ -112,7 +129,7 @@ class GrpcThunderClient:
             raise ThunderError("GrpcThunderClient used before start()")
         try:
             return await self._stub.GetInNetworkPosts(
-                request, timeout=timeout_s or self.timeout_s
+                request, timeout=timeout_s or self.timeout_s, metadata=self._metadata
             )
         except grpc.aio.AioRpcError as exc:
             raise ThunderError(

@@ -15,6 +15,9 @@ from prometheus_client import start_http_server
 from grebe.brokers.factory import build_source
 from grebe.config import GrebeConfig, StreamConfig
 from grebe.core.source import Source
+from grebe.security.keys import KeyStore
+from grebe.security.server import require_keys_beyond_loopback
+from grebe.thunder.graph import ViewerFileGraph
 from grebe.thunder.ingest import ThunderIngest
 from grebe.thunder.metrics import ThunderMetrics
 from grebe.thunder.service import ThunderServer
@@ -48,6 +51,8 @@ async def replay_store(config: GrebeConfig, timeout_s: float = 300.0) -> Thunder
 async def serve(config: GrebeConfig, stop: asyncio.Event | None = None) -> None:
     """Ingest and serve until `stop` is set (or SIGINT/SIGTERM)."""
     settings = thunder_settings(config.thunder)
+    keys = KeyStore.from_config(config.auth)
+    require_keys_beyond_loopback(settings.host, keys, "thunder.host")
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -60,7 +65,9 @@ async def serve(config: GrebeConfig, stop: asyncio.Event | None = None) -> None:
     if settings.replay_on_start:
         group = f"{group}-{os.getpid()}-{int(time.time())}"
     ingest = ThunderIngest(thunder_source(config, settings, group), store, settings, metrics)
-    server = ThunderServer(store, settings, metrics, ready=ingest.ready)
+    graph = ViewerFileGraph(settings.following_file) if settings.following_file else None
+    server = ThunderServer(store, settings, metrics, ready=ingest.ready, keys=keys,
+                           graph=graph)
     await ingest.start()
     await server.start()
     caught_up = asyncio.create_task(ingest.ready.wait())

@@ -1,0 +1,298 @@
+"""Real flows on real posts, beside the model limit, in one run.
+
+    .venv/bin/python bench/realflows.py [--posts N] [--engines K] [--flows a,b,...]
+
+Ordinary real tweets (bench/data/tweets.jsonl, see its NOTICE) go through the six default
+text flows (spam_comment, post_safety, safety_ptos, banger_initial_screen,
+post_embedding_with_summary, mm_emb_v5) exactly as a user runs them: `grebe ingest` into
+the local broker, then `grebe run --exit-when-done` with engine processes and the SQLite
+store. It prints:
+
+- posts/s end to end and in steady state (first to last annotation);
+- CPU ms per post in all, and split by process (dispatcher, each engine), from /proc;
+- seconds from start to the first annotation;
+- peak RSS per process;
+- p50/p99 ingest -> annotation latency with posts arriving at 50% and at 100% of the
+  measured throughput (a second and third run, posts appended while grebe runs);
+- bytes per post on disk (log + store);
+- the model limit: the same posts through the same models in one process, each model
+  once per post at its best batch shape (length-sorted batches of 64), and the ratio of
+  grebe's CPU per post to it (1.0 would be no overhead at all).
+
+CPU ms per post is the figure that holds on a busy machine; posts/s is not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+TWEETS = ROOT / "bench" / "data" / "tweets.jsonl"
+GREBE = str(Path(sys.executable).parent / "grebe")
+FLOWS = ["spam_comment", "post_safety", "safety_ptos", "banger_initial_screen",
+         "post_embedding_with_summary", "mm_emb_v5"]
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def write_config(data_dir: Path, flows: list[str], engines: int | None) -> Path:
+    config: dict = {
+        "data_dir": str(data_dir),
+        "streams": [{"name": "bench", "topic": "posts", "eligibilities": flows}],
+        "plans": {"factory": "grebe.flows.registry:build_bundle"},
+        "metrics": {"enabled": False},
+    }
+    if engines is not None:
+        config["engine"] = {"processes": engines}
+    path = data_dir / "grebe.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def posts_file(n: int, directory: Path, tag: str) -> Path:
+    lines = TWEETS.read_text().splitlines()
+    out = directory / f"posts-{tag}.jsonl"
+    with out.open("w") as handle:
+        for i in range(n):
+            post = json.loads(lines[i % len(lines)])
+            post["id"] = f"{tag}-{i}"
+            handle.write(json.dumps(post) + "\n")
+    return out
+
+
+class ProcessWatch:
+    """Samples CPU seconds and peak RSS of a process and its children from /proc, so each
+    engine's figure survives its exit (the last sample before it)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.cpu: dict[int, float] = {}
+        self.peak_kb: dict[int, int] = {}
+        self.names: dict[int, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _children(self) -> list[int]:
+        try:
+            return [int(p) for p in Path(f"/proc/{self.pid}/task/{self.pid}/children")
+                    .read_text().split()]
+        except OSError:
+            return []
+
+    def _sample(self, pid: int, name: str) -> None:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return
+        self.cpu[pid] = (int(fields[11]) + int(fields[12])) / TICK
+        for line in status.splitlines():
+            if line.startswith("VmHWM:"):
+                self.peak_kb[pid] = int(line.split()[1])
+        self.names.setdefault(pid, name)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample(self.pid, "dispatcher")
+            for i, child in enumerate(self._children()):
+                self._sample(child, f"engine {i}")
+            self._stop.wait(0.1)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def annotation_times(data_dir: Path) -> dict[str, float]:
+    """post id -> when its last annotation was written (empty before the store exists)."""
+    path = data_dir / "annotations.db"
+    if not path.exists():
+        return {}
+    try:
+        with sqlite3.connect(path) as conn:
+            return dict(conn.execute(
+                "SELECT post_id, max(updated_at) FROM annotations GROUP BY post_id").fetchall())
+    except sqlite3.OperationalError:  # the engines have not created the table yet
+        return {}
+
+
+def ingest(config: Path, path: Path) -> None:
+    subprocess.run([GREBE, "ingest", str(path), "-c", str(config)], check=True,
+                   stdout=subprocess.DEVNULL)
+
+
+def throughput_run(n: int, flows: list[str], engines: int | None) -> dict:
+    data_dir = Path(tempfile.mkdtemp(prefix="grebe-realflows-"))
+    config = write_config(data_dir, flows, engines)
+    ingest(config, posts_file(n, data_dir, "t"))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.time()
+    proc = subprocess.Popen([GREBE, "run", "-c", str(config), "--exit-when-done"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    watch = ProcessWatch(proc.pid)
+    first = None
+    while proc.poll() is None:
+        if first is None and annotation_times(data_dir):
+            first = time.time() - started
+        time.sleep(0.05)
+    wall = time.time() - started
+    watch.stop()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"grebe run exited {proc.returncode}")
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    annotated = len(annotation_times(data_dir))
+    on_disk = sum(f.stat().st_size for f in data_dir.glob("*.db*"))
+    return {
+        "posts": n, "annotated": annotated, "wall_s": wall, "first_annotation_s": first,
+        "end_to_end_posts_per_s": n / wall, "cpu_ms_per_post": 1000 * cpu / n,
+        "cpu_ms_per_post_by_process": {
+            watch.names[p]: 1000 * watch.cpu[p] / n for p in sorted(watch.cpu)},
+        "peak_rss_mb_by_process": {
+            watch.names[p]: watch.peak_kb[p] / 1024 for p in sorted(watch.peak_kb)},
+        "bytes_per_post": on_disk / n,
+    }
+
+
+def latency_run(n: int, rate: float, flows: list[str], engines: int | None) -> dict:
+    """Posts appended at `rate` per second while grebe runs; latency = last annotation of
+    a post minus the moment its batch was appended."""
+    data_dir = Path(tempfile.mkdtemp(prefix="grebe-latency-"))
+    config = write_config(data_dir, flows, engines)
+    ingest(config, posts_file(1, data_dir, "warm"))  # start-up is not latency
+    proc = subprocess.Popen([GREBE, "run", "-c", str(config)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while not annotation_times(data_dir):
+            time.sleep(0.1)
+        sent: dict[str, float] = {}
+        lines = posts_file(n, data_dir, "l").read_text().splitlines()
+        batch = max(1, int(rate / 10))  # ten appends a second
+        from grebe.brokers.factory import local_log
+        from grebe.brokers.local import LocalProducer
+        from grebe.config import load_config
+
+        async def feed() -> None:
+            producer = LocalProducer(local_log(load_config(config)))
+            await producer.start()
+            t0 = time.time()
+            for i in range(0, n, batch):
+                await asyncio.sleep(max(0.0, t0 + i / rate - time.time()))
+                chunk = lines[i:i + batch]
+                now = time.time()
+                await producer.publish_many(
+                    "posts", [(json.loads(line)["id"].encode(), line.encode()) for line in chunk])
+                sent.update((json.loads(line)["id"], now) for line in chunk)
+            await producer.stop()
+
+        asyncio.run(feed())
+        deadline = time.time() + 120 + n / rate
+        while time.time() < deadline:
+            done = annotation_times(data_dir)
+            if all(pid in done for pid in sent):
+                break
+            time.sleep(0.2)
+        latencies = np.array([done[p] - sent[p] for p in sent if p in done])
+    finally:
+        proc.terminate()
+        proc.wait(60)
+    return {"rate": rate, "posts": n, "finished": len(latencies),
+            "p50_s": float(np.percentile(latencies, 50)),
+            "p99_s": float(np.percentile(latencies, 99))}
+
+
+def model_limit(n: int) -> dict:
+    """Each model the text flows call, once per post, at its best batch shape."""
+    from grebe.config import load_config
+    from grebe.flows.models import build_models
+    from grebe.flows.settings import FlowSettings
+
+    config = load_config(plans={"factory": "grebe.flows.registry:build_bundle"})
+    settings = FlowSettings.from_section(config.plans)
+    models = build_models(config, settings)
+    texts = [json.loads(line)["text"] for line in TWEETS.read_text().splitlines()]
+    texts = (texts * (n // len(texts) + 1))[:n]
+    order = sorted(range(n), key=lambda i: len(texts[i]))
+    batches = [[texts[i] for i in order[j:j + 64]] for j in range(0, n, 64)]
+
+    async def run() -> tuple[float, float]:
+        for part in models.components():
+            await part.start()
+        try:
+            await models.embedder.embed(batches[0])  # warm up outside the measure
+            cpu0, wall0 = time.process_time(), time.perf_counter()
+            for batch in batches:
+                vectors = await models.embedder.embed(batch)
+                models.spam_head.score(vectors)
+                await models.offensive.classify(batch)
+                await models.hate.classify(batch)
+                if models.language is not None:
+                    await models.language.classify(batch)
+            return time.process_time() - cpu0, time.perf_counter() - wall0
+        finally:
+            for part in reversed(models.components()):
+                await part.stop()
+
+    cpu, wall = asyncio.run(run())
+    called = [models.embedder, models.spam_head, models.offensive, models.hate, models.language]
+    return {"cpu_ms_per_post": 1000 * cpu / n, "posts_per_s": n / wall,
+            "models": [type(p).__name__ for p in called if p is not None]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--posts", type=int, default=2000)
+    parser.add_argument("--engines", type=int, default=None)
+    parser.add_argument("--flows", default=",".join(FLOWS))
+    parser.add_argument("--latency-posts", type=int, default=600)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    flows = args.flows.split(",")
+    # One post: start-up, first annotation and shutdown with nothing else in the way.
+    idle = throughput_run(1, flows, args.engines)
+    grebe = throughput_run(args.posts, flows, args.engines)
+    # Throughput net of start and stop: the extra posts over the extra seconds.
+    rate = (args.posts - 1) / max(grebe["wall_s"] - idle["wall_s"], 1e-9)
+    grebe["posts_per_s"] = rate
+    grebe["first_annotation_s"] = idle["first_annotation_s"]
+    limit = model_limit(args.posts)
+    latency = [latency_run(args.latency_posts, rate * load, flows, args.engines)
+               for load in (0.5, 1.0)]
+    figures = {"grebe": grebe, "limit": limit, "latency": latency,
+               "cpu_ratio_limit_over_grebe": limit["cpu_ms_per_post"] / grebe["cpu_ms_per_post"]}
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return
+    print(f"{args.posts} real tweets, flows: {', '.join(flows)}")
+    print(f"  throughput        {rate:8.1f} posts/s net of start/stop "
+          f"({grebe['end_to_end_posts_per_s']:.1f} end to end); first annotation "
+          f"{grebe['first_annotation_s']:.2f} s after start")
+    print(f"  CPU per post      {grebe['cpu_ms_per_post']:8.2f} ms in all")
+    for name, ms in grebe["cpu_ms_per_post_by_process"].items():
+        rss = grebe["peak_rss_mb_by_process"].get(name, 0.0)
+        print(f"    {name:<14}  {ms:8.2f} ms   peak RSS {rss:7.1f} MB")
+    print(f"  on disk           {grebe['bytes_per_post']:8.0f} bytes per post (log + store)")
+    for row in latency:
+        print(f"  latency @ {row['rate']:6.1f}/s  p50 {row['p50_s']:.3f} s  "
+              f"p99 {row['p99_s']:.3f} s  ({row['finished']}/{row['posts']} posts)")
+    print(f"model limit         {limit['cpu_ms_per_post']:8.2f} ms CPU per post, "
+          f"{limit['posts_per_s']:.1f} posts/s in one process ({', '.join(limit['models'])})")
+    print(f"ratio limit/grebe   {figures['cpu_ratio_limit_over_grebe']:8.2f} (CPU per post)")
+
+
+if __name__ == "__main__":
+    main()
