@@ -169,3 +169,15 @@ async def test_hate_needs_a_group_target() -> None:
     assert "hate" not in out["post_safety"].labels
     assert "hate" not in out["safety_ptos"].labels
     assert "target group+other" in out["safety_ptos"].reasons["ptos.hate"]
+
+
+async def test_heads_path_is_never_safe_with_unchecked_media() -> None:
+    from grebe.flows.services import MediaFacts
+    from grebe.types import Media
+
+    services = heads_services()
+    services.media.facts = MediaFacts(unchecked=("https://x/1.jpg: fetch failed",))
+    results = await PlanMaster(registry.PLANS, services=services).run_plans(payload(
+        "a lovely day at the beach", eligibilities=frozenset({"post_safety"}),
+        media=(Media(kind="image", url="https://x/1.jpg"),)))
+    assert results[0].output.labels == ["media_unchecked"]
