@@ -457,6 +457,31 @@ def analyze(
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from exc
 
+@app.command("eval")
+def eval_cmd(
+    data: Annotated[
+        Path, typer.Argument(exists=True, dir_okay=False, help="JSONL: a post and its label(s).")
+    ],
+    label: Annotated[str, typer.Option("--label", help="The field holding the expected label(s).")],
+    plan: Annotated[
+        list[str] | None, typer.Option("--plan", "--eligibility", help="Plan to score "
+                                       "(repeatable; default: the plans that emit the labels).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Run labelled posts through the real flows (scratch data dir) and print per-label
+    precision, recall, F1, FPR and confusion tables."""
+    from grebe.errors import GrebeError
+    from grebe.flows.console import eval_command
+
+    try:
+        eval_command(data, label, config=_core_config(config) if config else None,
+                     plans=plan or [], as_json=as_json, console=console)
+    except GrebeError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
+
 # --- serving commands (thunder, feed, api) ---
 
 thunder_app = typer.Typer(no_args_is_help=True, help="The in-network post store (thunder).")

@@ -179,6 +179,9 @@ class Annotation(msgspec.Struct, kw_only=True):
     content_fingerprint: str = ""
     created_at: float = msgspec.field(default_factory=time.time)
     updated_at: float = msgspec.field(default_factory=time.time)
+    # The moderation policy (thresholds, actions) the labels were decided under; None on
+    # annotations stored before policies were versioned (they decode unchanged).
+    policy_version: str | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:

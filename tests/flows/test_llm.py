@@ -91,3 +91,31 @@ async def test_llm_backend_without_chat_model_is_a_clear_failure() -> None:
     (result,) = await master.run_plans(payload("x", eligibilities=frozenset({"spam_comment"})))
     assert result.status == TaskStatus.FAILED
     assert "no chat model is configured" in result.error
+
+
+async def test_llm_path_runs_no_local_text_model() -> None:
+    """With the chat model as classifier, the local heads are not also run and thrown
+    away: no embedding, no spam head, no offensive or hate model call."""
+    services = fake_services({"classifier": "llm"}, chat=recorded_chat())
+    calls: list[str] = []
+
+    def counting(name: str, method):  # wrap a model method to record each call
+        async def wrapped(*args, **kwargs):
+            calls.append(name)
+            return await method(*args, **kwargs)
+        return wrapped
+
+    services.embedder.embed = counting("embedder", services.embedder.embed)
+    services.offensive.classify = counting("offensive", services.offensive.classify)
+    services.hate.classify = counting("hate", services.hate.classify)
+    score = services.spam_head.score
+    services.spam_head.score = lambda e: (calls.append("spam_head"), score(e))[1]
+    classifiers = frozenset({"spam_comment", "post_safety", "safety_ptos",
+                             "banger_initial_screen", "reply_ranking"})
+    post = payload("you idiot, this coffee is great", parent="Best coffee in town?",
+                   eligibilities=classifiers)
+    results = await PlanMaster(registry.PLANS, services=services).run_plans(post)
+    assert all(r.status == TaskStatus.SUCCESS for r in results), [r.error for r in results]
+    assert calls == []
+    for result in results:
+        assert set(result.output.model_versions) <= {"chat", "language"}, result.plan

@@ -34,13 +34,14 @@ def test_inference_section_reaches_the_flow_models(tmp_path) -> None:
     assert isinstance(models.hate, HateLabels)
 
 
-def test_language_id_only_when_a_plan_filters_by_language() -> None:
+def test_language_id_is_always_built_unless_switched_off() -> None:
+    # Every annotation records the post's language and text models abstain outside
+    # theirs, so the detector no longer depends on a plan filtering by language.
     config = load_config()
-    assert build_models(config, FlowSettings.from_section({})).language is None
-    wanting = FlowSettings.from_section({"defaults": {"languages": ["en"]}})
-    assert isinstance(build_models(config, wanting).language, LanguageIdClassifier)
+    assert isinstance(build_models(config, FlowSettings.from_section({})).language,
+                      LanguageIdClassifier)
     off = load_config(inference={"language_id": False})
-    assert build_models(off, wanting).language is None
+    assert build_models(off, FlowSettings.from_section({})).language is None
 
 
 def test_bad_inference_section_is_a_config_error() -> None:
@@ -53,3 +54,19 @@ async def test_hate_labels_are_renamed_for_flows() -> None:
     inner = KeywordClassifier(["vermin"], label="hate_speech")
     (row,) = await HateLabels(inner).classify(["they are vermin"])
     assert row == {"hate": 1.0, "offensive": 0.0}
+
+
+async def test_trained_heads_are_built_and_checked_against_the_embedder() -> None:
+    from grebe.errors import InferenceError
+    from grebe.flows.models import HeadsService
+    from grebe.inference.fakes import HashEmbedder
+
+    config = load_config()
+    models = build_models(config, FlowSettings.from_section({}))
+    assert isinstance(models.heads, HeadsService) and models.heads in models.components()
+    assert build_models(config, FlowSettings.from_section({"heads": False})).heads is None
+    wrong = HeadsService(None, HashEmbedder())  # heads trained on MiniLM, not this space
+    with pytest.raises(InferenceError, match="were trained on all-MiniLM-L6-v2-int8"):
+        await wrong.start()
+    with pytest.raises(InferenceError, match="before start"):
+        wrong.predict(None)  # type: ignore[arg-type]

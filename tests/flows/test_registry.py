@@ -73,7 +73,9 @@ def test_default_config_maps_sixteen_streams_to_every_plan() -> None:
     reachable = {e for s in config.streams for e in s.eligibilities}
     assert reachable == {p.eligibility for p in registry.PLANS}
     assert config.plans["factory"] == registry.FACTORY
-    FlowSettings.from_section(config.plans)
+    settings = FlowSettings.from_section(config.plans)
+    # thresholds live in the versioned policy file, not here: the version is the file's
+    assert "+config." not in settings.policy_version
 
 
 def test_build_bundle_constructs_without_starting(tmp_path) -> None:

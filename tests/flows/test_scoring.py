@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grebe.flows import banger, embeddings, multimodal, ptos, replies, spam
+from grebe.flows import banger, embeddings, multimodal, ptos_rules, replies, spam
 from grebe.flows.settings import BangerSettings, ReplySettings, SpamSettings
 from grebe.flows.signals import TextSignals
 from grebe.types import Post
@@ -26,12 +26,12 @@ def test_spam_noisy_or() -> None:
 
 
 def test_ptos_lexicon() -> None:
-    assert ptos.lexicon_hits("I want to DIE. I want to die", ["want to die"]) == [
+    assert ptos_rules.lexicon_hits("I want to DIE. I want to die", ["want to die"]) == [
         "want to die", "want to die"]
-    assert ptos.lexicon_hits("shootings", ["shoot"]) == []  # whole words only
-    assert ptos.lexicon_score([], 0.75) == 0.0
-    assert ptos.lexicon_score(["a"], 0.75) == 0.75
-    assert ptos.lexicon_score(["a", "b"], 0.75) == pytest.approx(0.875)
+    assert ptos_rules.lexicon_hits("shootings", ["shoot"]) == []  # whole words only
+    assert ptos_rules.lexicon_score([], 0.75) == 0.0
+    assert ptos_rules.lexicon_score(["a"], 0.75) == 0.75
+    assert ptos_rules.lexicon_score(["a", "b"], 0.75) == pytest.approx(0.875)
 
 
 def test_reply_bins() -> None:

@@ -81,3 +81,32 @@ async def test_bad_dsn_and_bad_table_are_clear_errors(postgres_dsn: str) -> None
     with pytest.raises(StoreError, match="cannot open") as info:
         await bad.start()
     assert "wrong" not in str(info.value)  # no password in the message
+
+
+async def test_table_from_before_policy_versions_is_migrated(postgres_dsn: str) -> None:
+    table = f"ann_{uuid.uuid4().hex[:10]}"
+    conn = await asyncpg.connect(postgres_dsn)
+    try:
+        # The schema and a row exactly as grebe wrote them before policy_version.
+        await conn.execute(f"""CREATE TABLE {table} (
+            post_id text NOT NULL, producer text NOT NULL, version text NOT NULL,
+            labels jsonb NOT NULL, scores jsonb NOT NULL, reasons jsonb NOT NULL,
+            embedding real[], transcript text, model_versions jsonb NOT NULL,
+            created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL,
+            PRIMARY KEY (post_id, producer, version))""")
+        await conn.execute(
+            f"INSERT INTO {table} VALUES ('old', 'spam_comment', '1', '[\"spam\"]', "
+            "'{\"spam\": 0.9}', '{}', NULL, NULL, '{}', now(), now())")
+        store = PostgresStore(postgres_dsn, table=table)
+        await store.start()
+        try:
+            (old,) = await store.get("old")
+            assert old.labels == ["spam"] and old.policy_version is None
+            await store.upsert([_annotation("new", policy_version="2026.11.23-1")])
+            (new,) = await store.get("new")
+            assert new.policy_version == "2026.11.23-1"
+        finally:
+            await store.stop()
+    finally:
+        await conn.execute(f"DROP TABLE IF EXISTS {table}")
+        await conn.close()

@@ -133,3 +133,22 @@ async def test_a_store_written_before_binary_vectors_reads_back_and_takes_new_ro
         assert [a.post_id for a in iter_all(path)] == ["new", "old"]
     finally:
         await store.stop()
+
+
+async def test_rows_written_before_policy_versions_still_decode(store, tmp_path):
+    # A body exactly as grebe wrote it before annotations carried policy_version.
+    old = (b'{"post_id":"old","producer":"spam_comment","version":"1","labels":["spam"],'
+           b'"scores":{"spam":0.9},"reasons":{},"embedding":null,"transcript":null,'
+           b'"model_versions":{"spam_head":"spam-head:1"},"created_at":1.0,"updated_at":1.0}')
+    import sqlite3
+
+    conn = sqlite3.connect(tmp_path / "a.db")
+    with conn:
+        conn.execute("INSERT INTO annotations (post_id, producer, version, created_at, "
+                     "updated_at, body) VALUES ('old', 'spam_comment', '1', 1.0, 1.0, ?)", (old,))
+    conn.close()
+    (row,) = await store.get("old")
+    assert row.labels == ["spam"] and row.policy_version is None
+    await store.upsert([_annotation("new", policy_version="2026.11.23-1")])
+    (new,) = await store.get("new")
+    assert new.policy_version == "2026.11.23-1"

@@ -2,9 +2,10 @@
 is it about?
 
 Local classifier: a quality score from the shape of the text, early engagement per view
-and media, discounted for spam and offensiveness; topic tags from the cosine between the
-post embedding and each configured topic's centroid (the embedding of its description),
-plus the post's hashtags.
+and media, discounted for spam and offensiveness; only a post with engagement counts
+(`candidate_min_views`) can be a candidate: shape and media alone are not quality.
+Topic tags from the cosine between the post embedding and each configured topic's
+centroid (the embedding of its description), plus the post's hashtags.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import re
 
 from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
-from grebe.flows import llm, shared
+from grebe.flows import language, llm, shared
 from grebe.flows.settings import BangerSettings
 from grebe.flows.signals import words
 from grebe.types import Eligibility, Post
@@ -43,6 +44,8 @@ def engagement_score(post: Post, saturation: float) -> float:
 
 
 async def embedding(ctx: TaskContext) -> object:
+    if shared.uses_llm(ctx):  # the chat model names the topics
+        return None
     return await shared.text_embedding(ctx)
 
 
@@ -50,7 +53,9 @@ async def topics(ctx: TaskContext) -> dict[str, float]:
     """Topic -> cosine, for topics at or above the threshold (centroids are cached)."""
     settings: BangerSettings = shared.settings_of(ctx)
     vector = ctx.results["embedding"]
-    tagged = {}
+    tagged: dict[str, float] = {}
+    if vector is None:
+        return tagged
     for name, description in settings.topics.items():
         similarity = shared.cosine(vector, await shared.embed(ctx, description))
         if similarity >= settings.topic_threshold:
@@ -61,6 +66,11 @@ async def topics(ctx: TaskContext) -> dict[str, float]:
 
 
 async def penalties(ctx: TaskContext) -> dict[str, float]:
+    """Spam and offensiveness discounts; none when the models do not cover the language
+    (an English spam head reads benign Japanese as spam)."""
+    if shared.uses_llm(ctx) or await language.local_abstain(
+            ctx, "the spam and offensive-language models"):
+        return {"spam": 0.0, "offensive": 0.0}
     text = ctx.payload.post.text
     return {"spam": await shared.spam_head_score(ctx, text),
             "offensive": await shared.offensive_score(ctx, text)}
@@ -87,7 +97,12 @@ async def score(ctx: TaskContext) -> float:
         reason = ", ".join(f"{k} {v:.2f}" for k, v in parts.items())
         reason += f"; spam {pen['spam']:.2f}, offensive {pen['offensive']:.2f}"
         tags = ctx.results["topics"]
-    if quality >= settings.threshold:
+    # The chat model reads quality from the text itself; the local score needs counts.
+    unseen = not shared.uses_llm(ctx) and post.view_count < settings.candidate_min_views
+    if unseen:
+        reason += (f"; not a candidate: {post.view_count} views < {settings.candidate_min_views}"
+                   " (the screen needs engagement counts)")
+    if quality >= settings.threshold and not unseen:
         ctx.output.labels.append(LABEL_BANGER)
     ctx.output.labels.extend(f"{TOPIC_PREFIX}{t}" for t in sorted(tags, key=lambda t: -tags[t]))
     ctx.output.scores["quality"] = round(quality, 4)

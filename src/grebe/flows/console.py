@@ -112,3 +112,41 @@ def print_results(results: list[PlanResult], console: Console) -> None:
             reasons += f"\ntranscript: {out.transcript[:200]}"
         table.add_row(result.plan, status, "\n".join(out.labels), scores, reasons)
     console.print(table)
+
+
+def _rate(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def eval_command(path: Path, label_field: str, *, config: GrebeConfig | None,
+                 plans: list[str], as_json: bool, console: Console) -> None:
+    from grebe.flows.evaluate import evaluate
+
+    logging.getLogger("grebe").setLevel(logging.ERROR)
+    with console.status("loading models and running the flows..."):
+        report = asyncio.run(evaluate(path, label_field, base=config, plans=plans))
+    if as_json:
+        console.print_json(msgspec.json.encode(report.as_dict()).decode())
+        return
+    table = Table(title=f"grebe eval: {report.examples} posts", box=box.SIMPLE_HEAD)
+    for column in ("plan", "label", "precision", "recall", "F1", "FPR", "tp", "fp", "fn", "tn"):
+        text = column in ("plan", "label")
+        table.add_column(column, justify="left" if text else "right", no_wrap=text)
+    for s in report.labels:
+        table.add_row(s.plan, s.label, _rate(s.precision), _rate(s.recall), _rate(s.f1),
+                      _rate(s.fpr), str(s.tp), str(s.fp), str(s.fn), str(s.tn))
+    console.print(table)
+    for plan, pairs in report.confusion.items():
+        expected = sorted({e for e, _ in pairs})
+        predicted = sorted({p for _, p in pairs})
+        matrix = Table(title=f"{plan}: expected (rows) × predicted (columns)",
+                       box=box.SIMPLE_HEAD)
+        matrix.add_column("expected")
+        for p in predicted:
+            matrix.add_column(p, justify="right")
+        for e in expected:
+            matrix.add_row(e, *(str(pairs.get((e, p), 0)) for p in predicted))
+        console.print(matrix)
+    if report.missing or report.dead_lettered:
+        console.print(f"[yellow]no annotation:[/] {report.missing or 'none'}; "
+                      f"dead-lettered: {report.dead_lettered}")

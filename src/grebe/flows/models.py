@@ -8,9 +8,15 @@ weights there.
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from grebe.errors import InferenceError
 from grebe.flows.services import MediaFacts
 from grebe.inference.base import ChatModel, Embedder, TextClassifier
 from grebe.inference.factory import InferenceBackends, parse_inference_config
@@ -36,11 +42,12 @@ class FlowModels:
     nsfw: Any = None  # ImageClassifier, used by the media pipeline
     ocr: Any = None  # OCR, used by the media pipeline
     transcriber: Any = None  # Transcriber, used by the media pipeline's ASR
+    heads: HeadsService | None = None  # the trained text heads on the shared embedding
 
     def components(self) -> list[Any]:
         """What has a start()/stop() lifecycle, in start order."""
         parts = (self.embedder, self.offensive, self.hate, self.spam_head, self.language,
-                 self.chat, self.nsfw, self.ocr, self.transcriber)
+                 self.chat, self.nsfw, self.ocr, self.transcriber, self.heads)
         return [p for p in parts if p is not None and hasattr(p, "start")]
 
     @classmethod
@@ -51,6 +58,57 @@ class FlowModels:
             language=backends.language, chat=backends.chat, nsfw=backends.nsfw,
             ocr=backends.ocr, transcriber=backends.transcriber,
         )
+
+
+class HeadsService:
+    """The trained text heads as a bundle component: weights load in start(), inside
+    the engine process (like every model), and the heads must have been trained on the
+    embedder the flows use (heads on another encoder's space would be noise)."""
+
+    def __init__(self, path: Path | None, embedder: Embedder) -> None:
+        self.path, self._embedder = path, embedder
+        self._heads: Any = None
+
+    @property
+    def name(self) -> str:
+        return f"heads:{self.version}"
+
+    @property
+    def version(self) -> str:
+        return str(self._loaded().version)
+
+    @property
+    def embedder(self) -> str:
+        return str(self._loaded().embedder)
+
+    @property
+    def heads(self) -> dict[str, Any]:
+        return dict(self._loaded().heads)
+
+    def _loaded(self) -> Any:
+        if self._heads is None:
+            raise InferenceError("the text heads are used before start()")
+        return self._heads
+
+    async def start(self) -> None:
+        from grebe.inference.heads import TextHeads  # type: ignore[import-not-found,unused-ignore]
+
+        heads = await asyncio.to_thread(TextHeads.load, self.path)
+        if heads.embedder != self._embedder.name:
+            raise InferenceError(f"text heads {heads.version} were trained on {heads.embedder}"
+                                 f", but the flows embed with {self._embedder.name}")
+        self._heads = heads
+
+    async def stop(self) -> None:
+        self._heads = None
+
+    def predict(self, embeddings: np.ndarray) -> dict[str, np.ndarray]:
+        return dict(self._loaded().predict(embeddings))
+
+
+def heads_available() -> bool:
+    """Whether this build ships grebe.inference.heads (the trained heads module)."""
+    return importlib.util.find_spec("grebe.inference.heads") is not None
 
 
 class HateLabels:
@@ -76,11 +134,13 @@ class HateLabels:
 
 
 def build_models(config: GrebeConfig, settings: FlowSettings) -> FlowModels:
-    """The `inference` section through the factory; py3langid only when a plan needs it."""
-    inference = parse_inference_config(config.inference)
-    if not any(settings.plan(name).languages for name in settings.enabled):
-        inference = inference.model_copy(update={"language_id": False})
-    return FlowModels.from_backends(InferenceBackends(inference))
+    """The `inference` section through the factory. py3langid always (unless switched
+    off): every annotation records the post's language and text models abstain outside
+    theirs (grebe.flows.language)."""
+    models = FlowModels.from_backends(InferenceBackends(parse_inference_config(config.inference)))
+    if settings.heads and heads_available():
+        models.heads = HeadsService(settings.heads_path, models.embedder)
+    return models
 
 
 class PipelineHydrator:

@@ -9,38 +9,20 @@ Labels: `<category>` for each match and `<category>:<action>` for each decision.
 
 from __future__ import annotations
 
-import functools
-import re
-
 from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
-from grebe.flows import llm, shared
+from grebe.flows import judge, language, llm, shared
+from grebe.flows.policy import RESTRICTIVE_ACTIONS
+from grebe.flows.ptos_rules import Scored
+from grebe.flows.ptos_rules import legacy as legacy_categories
+from grebe.flows.ptos_rules import with_heads as head_categories
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import PtosSettings
 from grebe.types import Eligibility
 
 VERSION = "1"
+LABEL_ONLY = "label"  # the mildest action: a label, nothing taken away
 CATEGORIES = ("spam", "hate", "harassment", "sexual", "violence", "self_harm")
-TARGETING = "targeting"
-UNTARGETED_HARASSMENT_FACTOR = 0.6  # insults not aimed at anyone weigh less
-
-
-@functools.lru_cache(maxsize=64)
-def _pattern(phrases: tuple[str, ...]) -> re.Pattern[str]:
-    alternatives = "|".join(re.escape(p.strip()) for p in phrases if p.strip())
-    return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)", re.IGNORECASE)
-
-
-def lexicon_hits(text: str, phrases: list[str]) -> list[str]:
-    if not phrases:
-        return []
-    return [m.group(0).lower() for m in _pattern(tuple(phrases)).finditer(text)]
-
-
-def lexicon_score(hits: list[str], hit_score: float) -> float:
-    """One hit scores `hit_score`; each further distinct hit closes half the gap."""
-    distinct = len(set(hits))
-    return 0.0 if not distinct else 1.0 - (1.0 - hit_score) * 0.5 ** (distinct - 1)
 
 
 def text_of(ctx: TaskContext) -> str:
@@ -48,59 +30,73 @@ def text_of(ctx: TaskContext) -> str:
     return f"{ctx.payload.post.text}\n{facts.ocr_text}".strip()
 
 
+TEXT_MODELS = "the spam, hate and offensive-language models"
+
+
 async def spam(ctx: TaskContext) -> float:
+    if ctx.services.heads is not None and not shared.uses_llm(ctx):
+        await judge.verdicts(ctx, text_of(ctx))  # one embedding, every head, memoised
+        return 0.0
+    if shared.uses_llm(ctx) or await language.local_abstain(ctx, TEXT_MODELS):
+        return 0.0
     return await shared.spam_head_score(ctx, text_of(ctx))
 
 
 async def toxicity(ctx: TaskContext) -> dict[str, float]:
+    if (shared.uses_llm(ctx) or ctx.services.heads is not None
+            or await language.local_abstain(ctx, TEXT_MODELS)):
+        return {"hate": 0.0, "offensive": 0.0}
     hate = await shared.hate_scores(ctx, text_of(ctx))
     profanity = await shared.offensive_score(ctx, text_of(ctx))
     return {"hate": hate.get("hate", 0.0),
             "offensive": max(profanity, hate.get("offensive", 0.0))}
 
 
-def local_categories(ctx: TaskContext, settings: PtosSettings) -> dict[str, tuple[float, str]]:
+async def local_categories(ctx: TaskContext, settings: PtosSettings) -> dict[str, Scored]:
+    """Step 1 on the local models: the heads when loaded, else the pre-heads models; a
+    post in a language they do not cover keeps only what does not read its text."""
     text, facts = text_of(ctx), ctx.results["media"]
-    tox, lex = ctx.results["toxicity"], settings.lexicons
-    hits = {name: lexicon_hits(text, lex.get(name, [])) for name in (*CATEGORIES, TARGETING)}
-    targeted = bool(hits[TARGETING]) or "@" in text
-    harassment = tox["offensive"] * (1.0 if targeted else UNTARGETED_HARASSMENT_FACTOR)
-    sexual_words = lexicon_score(hits["sexual"], settings.lexicon_hit_score)
-
-    def words(name: str) -> tuple[float, str]:
-        found = sorted(set(hits[name]))
-        return (lexicon_score(found, settings.lexicon_hit_score),
-                f"matched {', '.join(repr(w) for w in found)}" if found else "no matching terms")
-
-    return {
-        "spam": (ctx.results["spam"], f"spam head {ctx.results['spam']:.2f}"),
-        "hate": (tox["hate"], f"hate model {tox['hate']:.2f}"),
-        "harassment": (harassment, f"offensive {tox['offensive']:.2f}, "
-                       + ("aimed at someone" if targeted else "not aimed at anyone")),
-        "sexual": (max(facts.max_nsfw, sexual_words),
-                   f"nsfw {facts.max_nsfw:.2f}, {words('sexual')[1]}"),
-        "violence": words("violence"),
-        "self_harm": words("self_harm"),
-    }
+    if ctx.services.heads is not None:
+        found = await judge.verdicts(ctx, text)
+        abstained = [v.reason for v in found.values() if v.abstained]
+        why_not = abstained[0] if abstained else None
+        scored = head_categories(ctx, settings, text, found)
+    else:
+        why_not = await language.local_abstain(ctx, TEXT_MODELS)
+        scored = legacy_categories(ctx, settings, text)
+    if why_not:
+        scored = {c: (0.0, why_not, False) for c in CATEGORIES}
+        limit = settings.category_thresholds.get("sexual", 1.0)
+        scored["sexual"] = (facts.max_nsfw, f"nsfw {facts.max_nsfw:.2f}; {why_not}",
+                            facts.max_nsfw >= limit)
+        ctx.output.labels.append(language.LABEL_ABSTAIN)
+        ctx.output.reasons[language.LABEL_ABSTAIN] = why_not
+    return scored
 
 
 async def categories(ctx: TaskContext) -> dict[str, float]:
     """Step 1: every category's score and reason; returns the matched ones."""
     settings: PtosSettings = shared.settings_of(ctx)
+    scored: dict[str, Scored]
     if ctx.services.settings.backend(ctx.plan) == "llm":
         facts: MediaFacts = ctx.results["media"]
         answer = await llm.ask(ctx, "ptos_categories", llm.PtosCategories,
                                text=ctx.payload.post.text, ocr_text=facts.ocr_text or "(none)")
-        scored = {c: (getattr(answer, c).score, getattr(answer, c).reason) for c in CATEGORIES}
+        scored = {}
+        for c in CATEGORIES:
+            score, reason = getattr(answer, c).score, getattr(answer, c).reason
+            scored[c] = (score, reason, score >= settings.category_thresholds.get(c, 1.0))
     else:
-        scored = local_categories(ctx, settings)
+        scored = await local_categories(ctx, settings)
     matched = {}
-    for category, (score, reason) in scored.items():
+    for category, (score, reason, hit) in scored.items():
         ctx.output.scores[f"ptos.{category}"] = round(score, 4)
-        if score >= settings.category_thresholds.get(category, 1.0):
+        if hit:
             matched[category] = score
             ctx.output.labels.append(category)
             ctx.output.reasons[f"ptos.{category}"] = reason
+        elif score > 0:
+            ctx.output.reasons[f"ptos.{category}"] = f"not matched: {reason}"
     return matched
 
 
@@ -123,6 +119,13 @@ async def policy(ctx: TaskContext) -> dict[str, str]:
         else:
             rule = next((r for r in rules if score >= r.min_score), rules[-1])
             action, why = rule.action, f"score {score:.2f} >= {rule.min_score:.2f}"
+            found = await language.guess(ctx)
+            if action in RESTRICTIVE_ACTIONS and found.code is None:
+                # Models misread short texts of unknown language: no remove/limit on them.
+                milder = next((r.action for r in rules if r.action not in RESTRICTIVE_ACTIONS),
+                              LABEL_ONLY)
+                why = f"{why}; {action} capped to {milder}: language {found.describe()}"
+                action = milder
         decisions[category] = action
         ctx.output.labels.append(f"{category}:{action}")
         ctx.output.reasons[f"policy.{category}"] = f"{action}: {why}"

@@ -70,6 +70,7 @@ def assemble(
         dedupe=RecentKeys(max_ttl_s=max(
             (settings.plan(p.name).dedupe_ttl_s for p in PLANS), default=1.0) or 1.0),
         plan_versions={plan.name: plan.version for plan in PLANS},
+        heads=getattr(models, "heads", None),
     )
 
 

@@ -28,12 +28,16 @@ async def parent(ctx: TaskContext) -> Post:
     return found
 
 
-async def relevance(ctx: TaskContext) -> float:
+async def relevance(ctx: TaskContext) -> float | None:
+    if shared.uses_llm(ctx):
+        return None
     reply = await shared.text_embedding(ctx)
     return shared.cosine(reply, await shared.embed(ctx, ctx.results["parent"].text))
 
 
 async def toxicity(ctx: TaskContext) -> float:
+    if shared.uses_llm(ctx):
+        return 0.0
     text = ctx.payload.post.text
     hate = await shared.hate_scores(ctx, text)
     return max(await shared.offensive_score(ctx, text), hate.get("hate", 0.0),
@@ -41,6 +45,8 @@ async def toxicity(ctx: TaskContext) -> float:
 
 
 async def spam(ctx: TaskContext) -> float:
+    if shared.uses_llm(ctx):
+        return 0.0
     return await shared.spam_head_score(ctx, ctx.payload.post.text)
 
 
@@ -65,7 +71,8 @@ async def rank(ctx: TaskContext) -> int:
                                     ctx.results["spam"], settings)
     ctx.output.labels.append(f"{LABEL_PREFIX}{score}")
     ctx.output.scores["reply_score"] = float(score)
-    ctx.output.scores["relevance"] = round(ctx.results["relevance"], 4)
+    if ctx.results["relevance"] is not None:
+        ctx.output.scores["relevance"] = round(ctx.results["relevance"], 4)
     ctx.output.reasons["reply_score"] = reason
     return score
 

@@ -1,17 +1,20 @@
 """Post safety: is this post hateful, offensive or sexual?
 
-Local classifier: the hate/offensive text model and the profanity model on the post
-text and, separately, on the text found in its media (OCR of images and frames, the
-video transcript); the NSFW image model on every image and sampled video frame.
-A post is labelled by every check it fails, or `safe` — but never `safe` when some
-media item went unchecked (then `media_unchecked`, added by the media task, says why).
+Local classifier, with the trained text heads (grebe.flows.judge): target-aware labels
+`offensive`, `insult` (aimed at a person), `hate` (at an identity group) and `threat` on
+the post text and, separately, on the text found in its media (OCR, transcript); without
+heads, the hate/offensive model and the profanity model. The NSFW image model on every
+image and sampled video frame. A post is labelled by every check it fails, or `safe`
+(`abstain` when its language is outside the text models' and nothing else failed) — but
+never `safe` when some media item went unchecked (then `media_unchecked`, added by the
+media task, says why).
 """
 
 from __future__ import annotations
 
 from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
-from grebe.flows import llm, shared
+from grebe.flows import judge, language, llm, shared
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import SafetySettings
 from grebe.types import Eligibility
@@ -21,6 +24,10 @@ LABEL_SAFE = "safe"
 LABEL_NSFW = "nsfw"
 LABEL_HATE = "hate"
 LABEL_OFFENSIVE = "offensive"
+LABEL_INSULT = judge.INSULT
+LABEL_THREAT = judge.THREAT
+#: What the heads can label, most severe first.
+HEAD_LABELS = (judge.THREAT, judge.HATE, judge.INSULT, judge.OFFENSIVE)
 
 
 async def text_scores(ctx: TaskContext, text: str) -> dict[str, float]:
@@ -34,18 +41,80 @@ async def text_scores(ctx: TaskContext, text: str) -> dict[str, float]:
     }
 
 
+TEXT_MODELS = "the hate and offensive-language models"
+
+
 async def post_text(ctx: TaskContext) -> dict[str, float]:
+    """The post text's scores; zeros when the models do not cover its language (media
+    text is OCR'd and transcribed by English models, so it is scored as English)."""
+    if ctx.services.heads is not None and not shared.uses_llm(ctx):
+        found = await judge.verdicts(ctx, ctx.payload.post.text)
+        return {name: v.score for name, v in found.items()}
+    if shared.uses_llm(ctx) or await language.local_abstain(ctx, TEXT_MODELS):
+        return {LABEL_HATE: 0.0, LABEL_OFFENSIVE: 0.0}
     return await text_scores(ctx, ctx.payload.post.text)
 
 
 async def media_text(ctx: TaskContext) -> dict[str, float]:
     facts: MediaFacts = ctx.results["media"]
-    return await text_scores(ctx, f"{facts.ocr_text}\n{facts.transcript}")
+    if shared.uses_llm(ctx):  # the chat model reads the media text itself
+        return {LABEL_HATE: 0.0, LABEL_OFFENSIVE: 0.0}
+    text = f"{facts.ocr_text}\n{facts.transcript}"
+    if ctx.services.heads is not None:
+        found = await judge.verdicts(ctx, text, gate=False)
+        return {name: v.score for name, v in found.items()}
+    return await text_scores(ctx, text)
+
+
+def verdict_labels(failed: list[str], abstained: bool, facts: MediaFacts) -> list[str]:
+    """The failed checks; else `abstain` when the text models abstained; else `safe` —
+    never `safe` with unchecked media (fail closed: `media_unchecked` says why)."""
+    if failed:
+        return failed
+    if abstained:
+        return [language.LABEL_ABSTAIN]
+    return [] if facts.unchecked else [LABEL_SAFE]
+
+
+async def classify_heads(ctx: TaskContext, settings: SafetySettings) -> list[str]:
+    """Target-aware labels from the heads (grebe.flows.judge): `offensive` for profanity,
+    `insult` when it is aimed at a person, `hate`, `threat`; each from the post text or
+    the text in its media, whichever fired; `nsfw` from the image model."""
+    facts: MediaFacts = ctx.results["media"]
+    post = await judge.verdicts(ctx, ctx.payload.post.text)
+    media = await judge.verdicts(ctx, f"{facts.ocr_text}\n{facts.transcript}", gate=False)
+    failed: list[str] = []
+    if facts.max_nsfw >= settings.nsfw_threshold:
+        failed.append(LABEL_NSFW)
+        ctx.output.reasons[LABEL_NSFW] = (f"nsfw score {facts.max_nsfw:.2f} >= "
+                                          f"{settings.nsfw_threshold:.2f} in {len(facts.nsfw)} "
+                                          "image(s)/frame(s)")
+    ctx.output.scores[LABEL_NSFW] = round(facts.max_nsfw, 4)
+    for name in HEAD_LABELS:
+        found = [(where, v) for where, v in (("", post.get(name)), (" in its media",
+                                             media.get(name))) if v is not None]
+        if not found:
+            continue
+        ctx.output.scores[name] = round(max(v.score for _, v in found), 4)
+        fired = [(where, v) for where, v in found if v.fired]
+        if fired:
+            failed.append(name)
+            where, v = fired[0]
+            ctx.output.reasons[name] = f"{v.reason}{where}"
+    abstained = [v.reason for v in post.values() if v.abstained]
+    if abstained:
+        ctx.output.reasons[language.LABEL_ABSTAIN] = abstained[0]
+    ctx.output.labels.extend(verdict_labels(failed, bool(abstained), facts))
+    if facts.nsfw_model:
+        ctx.output.model_versions["nsfw"] = facts.nsfw_model
+    return failed
 
 
 async def classify(ctx: TaskContext) -> list[str]:
     settings: SafetySettings = shared.settings_of(ctx)
     facts: MediaFacts = ctx.results["media"]
+    if ctx.services.heads is not None and not shared.uses_llm(ctx):
+        return await classify_heads(ctx, settings)
     if ctx.services.settings.backend(ctx.plan) == "llm":
         verdict = await llm.ask(
             ctx, "safety", llm.SafetyVerdict, text=ctx.payload.post.text,
@@ -76,10 +145,10 @@ async def classify(ctx: TaskContext) -> list[str]:
         ctx.output.reasons[label] = (
             why_text or f"{label} score {score:.2f} >= {thresholds[label]:.2f} {where}".strip()
         )
-    if not failed and not facts.unchecked:  # fail closed: unchecked media is never safe
-        ctx.output.labels.append(LABEL_SAFE)
-    else:
-        ctx.output.labels.extend(failed)
+    why_not = await language.local_abstain(ctx, TEXT_MODELS)
+    if why_not:
+        ctx.output.reasons[language.LABEL_ABSTAIN] = why_not
+    ctx.output.labels.extend(verdict_labels(failed, bool(why_not), facts))
     if facts.nsfw_model:
         ctx.output.model_versions["nsfw"] = facts.nsfw_model
     return failed

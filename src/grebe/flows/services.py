@@ -60,6 +60,19 @@ class SpamScorer(Protocol):
 
 
 @runtime_checkable
+class TextHeadScorer(Protocol):
+    """grebe.inference.heads.TextHeads as flows use it: trained heads that all read one
+    embedding of a text. `heads` maps a head name to its HeadInfo (classes, languages,
+    validation thresholds, target_fpr, sources)."""
+
+    version: str
+    embedder: str
+    heads: dict[str, Any]
+
+    def predict(self, embeddings: np.ndarray) -> dict[str, np.ndarray]: ...
+
+
+@runtime_checkable
 class OutputProducer(Protocol):
     async def publish(self, topic: str, key: bytes | None, value: bytes) -> None: ...
 
@@ -140,6 +153,7 @@ class FlowServices:
     limiter: PlanLimiter = field(default_factory=PlanLimiter)
     dedupe: RecentKeys = field(default_factory=RecentKeys)
     plan_versions: dict[str, str] = field(default_factory=dict)  # filled by the registry
+    heads: TextHeadScorer | None = None  # None: the pre-heads models judge text
 
 
 def first(rows: Sequence[dict[str, float]]) -> dict[str, float]:

@@ -45,6 +45,8 @@ class PlanSettings(_Section):
     max_qps: float | None = Field(default=None, gt=0)  # per plan, per engine process
     rate_limit_max_wait_s: float = Field(default=2.0, ge=0)  # longer: skip as rate_limited
     classifier: ClassifierBackend | None = None  # None: plans.classifier
+    # "<head>.<class>" -> threshold; unset: the head's validation threshold (policy data)
+    head_thresholds: dict[str, float] = Field(default_factory=dict)
 
 
 class SpamSettings(PlanSettings):
@@ -112,6 +114,10 @@ class PtosSettings(PlanSettings):
 
 class BangerSettings(PlanSettings):
     threshold: float = Field(default=0.6, ge=0, le=1)
+    # The screen needs engagement: text shape alone is not quality (a text-only post
+    # without counts capped at 0.4999, and any media post reached 0.65). Posts with
+    # fewer views than this get scores and topics but are never candidates.
+    candidate_min_views: int = Field(default=100, ge=0)
     min_words: int = Field(default=6, ge=1)
     max_words: int = Field(default=80, ge=1)
     engagement_saturation: float = Field(default=0.05, gt=0)  # weighted engagement per view
@@ -167,6 +173,14 @@ class AuthorMemorySettings(_Section):
     window_s: float = Field(default=3600.0, gt=0)
 
 
+class LanguageSettings(_Section):
+    """When a detected language counts as known (grebe.flows.language explains why short
+    texts are unknown: py3langid gives "lol ok" Volapük 0.11)."""
+
+    min_confidence: float = Field(default=0.5, ge=0, le=1)
+    min_letters: int = Field(default=12, ge=0)
+
+
 class SharedCacheSettings(_Section):
     """Cross-payload/retry cache of embeddings, media facts and model scores."""
 
@@ -189,7 +203,8 @@ PLAN_SETTINGS: dict[str, type[PlanSettings]] = {
 }
 
 _TOP_KEYS = {"factory", "enabled", "classifier", "prompts_dir", "defaults",
-             "author_memory", "shared_cache"}
+             "author_memory", "shared_cache", "language", "policy_file", "policy_version",
+             "heads", "heads_path"}
 
 
 class FlowSettings(_Section):
@@ -198,6 +213,11 @@ class FlowSettings(_Section):
     prompts_dir: Path | None = None  # override the packaged prompt templates
     author_memory: AuthorMemorySettings = AuthorMemorySettings()
     shared_cache: SharedCacheSettings = SharedCacheSettings()
+    language: LanguageSettings = LanguageSettings()
+    policy_file: Path | None = None  # default: the packaged grebe/data/policy.yaml
+    heads: bool = True  # judge text with the trained heads (grebe.inference.heads)
+    heads_path: Path | None = None  # default: the packaged head weights
+    policy_version: str = ""  # filled from the policy file (grebe.flows.policy)
     per_plan: dict[str, PlanSettings] = Field(default_factory=dict)
 
     def plan(self, name: str) -> Any:
@@ -217,12 +237,20 @@ class FlowSettings(_Section):
                 f"invalid plans configuration: unknown keys {unknown}; "
                 f"plans are {sorted(PLAN_SETTINGS)}"
             )
+        from grebe.flows import policy
+
+        file_version, policy_keys = policy.read_policy(raw.get("policy_file"))
+        changed = policy.overrides(raw, list(PLAN_SETTINGS))
         defaults = raw.pop("defaults", None) or {}
         raw.pop("factory", None)
         per_plan: dict[str, PlanSettings] = {}
         for name, kind in PLAN_SETTINGS.items():
-            per_plan[name] = _validate(kind, {**defaults, **(raw.pop(name, None) or {})}, name)
+            layered = {**policy_keys.get(policy.DEFAULTS, {}), **policy_keys.get(name, {}),
+                       **defaults, **(raw.pop(name, None) or {})}
+            per_plan[name] = _validate(kind, layered, name)
         settings = _validate(cls, raw, "")
+        settings.policy_version = policy.effective_version(
+            file_version, settings.policy_version or None, changed)
         bad = sorted(set(settings.enabled) - set(PLAN_SETTINGS))
         if bad:
             raise ConfigError(f"plans.enabled names unknown plans {bad}")

@@ -27,9 +27,9 @@ T = TypeVar("T")
 KEY_EMBED = "emb"
 KEY_OFFENSIVE = "offensive"
 KEY_HATE = "hate"
-KEY_LANG = "lang"
 KEY_MEDIA = "media"
 KEY_SPAM_HEAD = "spam_head"
+KEY_HEADS = "heads"
 
 # Skip reasons (they appear in task errors and the analyze output).
 SKIP_DEADLINE = "deadline passed"
@@ -44,6 +44,12 @@ SKIP_RATE_LIMITED = "rate limited"
 LABEL_MEDIA_UNCHECKED = "media_unchecked"
 NO_MEDIA_SERVICE = "no media pipeline configured"
 UNCHECKED_REASON_ITEMS = 8  # items named in the reason; the rest are counted
+
+
+def uses_llm(ctx: TaskContext) -> bool:
+    """The plan's classifier is the chat model: its local model tasks must not run (they
+    would cost a model pass whose result is thrown away)."""
+    return bool(ctx.services.settings.backend(ctx.plan) == "llm")
 
 
 def services_of(ctx: TaskContext) -> FlowServices:
@@ -77,8 +83,18 @@ async def embed(ctx: TaskContext, text: str) -> np.ndarray:
     return await shared(ctx, f"{KEY_EMBED}:{digest(text)}", compute)
 
 
+def _head_p(probs: dict[str, dict[str, float]], head: str, cls: str) -> float | None:
+    return probs[head][cls] if head in probs else None
+
+
 async def offensive_score(ctx: TaskContext, text: str) -> float:
+    """Offensiveness in [0, 1]: the trained `offensive` head when loaded (one embedding,
+    shared with every other head), else alt-profanity-check."""
     services = services_of(ctx)
+    if services.heads is not None:
+        p = _head_p(await head_probs(ctx, text), "offensive", "offensive")
+        if p is not None:
+            return p
     ctx.output.model_versions["offensive"] = services.offensive.name
 
     async def compute() -> float:
@@ -88,8 +104,13 @@ async def offensive_score(ctx: TaskContext, text: str) -> float:
 
 
 async def hate_scores(ctx: TaskContext, text: str) -> dict[str, float]:
-    """{"hate": p, "offensive": p} from the hate/offensive model."""
+    """{"hate": p, "offensive": p} from the trained heads when loaded, else HateSonar."""
     services = services_of(ctx)
+    if services.heads is not None:
+        probs = await head_probs(ctx, text)
+        hate, offensive = _head_p(probs, "hate", "hate"), _head_p(probs, "offensive", "offensive")
+        if hate is not None and offensive is not None:
+            return {"hate": hate, "offensive": offensive}
     ctx.output.model_versions["hate"] = services.hate.name
 
     async def compute() -> dict[str, float]:
@@ -99,7 +120,12 @@ async def hate_scores(ctx: TaskContext, text: str) -> dict[str, float]:
 
 
 async def spam_head_score(ctx: TaskContext, text: str) -> float:
+    """Spam probability: the trained `spam` head when loaded, else the e-mail spam head."""
     services = services_of(ctx)
+    if services.heads is not None:
+        p = _head_p(await head_probs(ctx, text), "spam", "spam")
+        if p is not None:
+            return p
     vector = await embed(ctx, text)
     ctx.output.model_versions["spam_head"] = services.spam_head.name
 
@@ -109,18 +135,30 @@ async def spam_head_score(ctx: TaskContext, text: str) -> float:
     return await shared(ctx, f"{KEY_SPAM_HEAD}:{digest(text)}", compute)
 
 
+async def head_probs(ctx: TaskContext, text: str) -> dict[str, dict[str, float]]:
+    """{head: {class: p}} from every trained head on the one embedding of `text`: one
+    encoder pass (the `embed` memo) feeds all heads, and the heads run once per text."""
+    heads = services_of(ctx).heads
+    if heads is None:
+        return {}
+    vector = await embed(ctx, text)
+    ctx.output.model_versions["heads"] = heads.version
+
+    async def compute() -> dict[str, dict[str, float]]:
+        probs = heads.predict(vector[None, :])
+        return {name: {c: float(p) for c, p in zip(info.classes, probs[name][0], strict=True)}
+                for name, info in heads.heads.items()}
+
+    return await shared(ctx, f"{KEY_HEADS}:{digest(text)}", compute)
+
+
 async def language(ctx: TaskContext) -> str | None:
-    """The post's declared language, else the detector's best guess."""
-    post = ctx.payload.post
-    detector = services_of(ctx).language
-    if post.lang or detector is None or not post.text.strip():
-        return post.lang
+    """The post's declared language, else the detector's best guess (even an unsure one:
+    the `languages` filter routes posts; grebe.flows.language decides what models may
+    judge)."""
+    from grebe.flows.language import guess
 
-    async def compute() -> str | None:
-        scores = first(await detector.classify([post.text]))
-        return max(scores, key=scores.__getitem__) if scores else None
-
-    return await shared(ctx, f"{KEY_LANG}:{digest(post.text)}", compute)
+    return (await guess(ctx)).top
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -233,8 +271,11 @@ async def transcript(ctx: TaskContext) -> str:
 async def sink(ctx: TaskContext) -> Annotation:
     """Upsert the plan's annotation (idempotent by post, producer, version) and publish
     it to the output topic; then remember the post for the plan's dedupe window."""
+    from grebe.flows.language import record
+
     services = services_of(ctx)
     out, post = ctx.output, ctx.payload.post
+    await record(ctx)
     annotation = Annotation(
         post_id=post.id,
         producer=ctx.plan,
@@ -246,6 +287,7 @@ async def sink(ctx: TaskContext) -> Annotation:
         transcript=out.transcript,
         model_versions=dict(out.model_versions),
         content_fingerprint=post_fingerprint(post),
+        policy_version=services.settings.policy_version or None,
     )
     await services.store.upsert([annotation])
     if services.producer is not None:

@@ -1,8 +1,11 @@
 """Spam comment: is this post or comment spam?
 
-Local classifier: the trained spam head on the MiniLM embedding, the offensive-language
-model and cheap signals (links, shouting, repetition, the same text again from one
-author), combined by a weighted noisy-or so any one strong signal can carry the verdict.
+Local classifier, with the trained text heads (grebe.flows.judge): the `spam` head at its
+policy or validation threshold, or the one cheap-signal rule strong alone (the same text
+with links posted again and again by one author). Without heads (pre-heads builds): the
+e-mail spam head, the offensive-language model and cheap signals (links, shouting,
+repetition, duplicates) in a weighted noisy-or. Either way the models abstain
+(`abstain`, reason `unsupported_language`) on a post in a language they do not cover.
 Text read from attached images (OCR) is scored with the post text: image spam is spam.
 """
 
@@ -10,7 +13,7 @@ from __future__ import annotations
 
 from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
-from grebe.flows import llm, shared
+from grebe.flows import judge, language, llm, shared
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import SpamSettings
 from grebe.flows.signals import TextSignals, text_signals
@@ -27,15 +30,31 @@ def full_text(ctx: TaskContext) -> str:
     return f"{post_text}\n{facts.ocr_text}".strip() if facts.ocr_text else post_text
 
 
+async def abstain(ctx: TaskContext) -> str | None:
+    """Why the local text models may not judge this post (its language), or None."""
+    return await language.local_abstain(ctx, "the spam models",
+                                        judge.languages_of(ctx, judge.SPAM))
+
+
 async def head(ctx: TaskContext) -> float:
+    if shared.uses_llm(ctx) or await abstain(ctx):
+        return 0.0
+    if ctx.services.heads is not None:
+        return (await judge.verdicts(ctx, full_text(ctx)))[judge.SPAM].score
     return await shared.spam_head_score(ctx, full_text(ctx))
 
 
 async def offensive(ctx: TaskContext) -> float:
+    """The offensive part of the pre-heads noisy-or (the heads' spam head needs none:
+    offensiveness is not spam)."""
+    if shared.uses_llm(ctx) or ctx.services.heads is not None or await abstain(ctx):
+        return 0.0
     return await shared.offensive_score(ctx, full_text(ctx))
 
 
-async def signals(ctx: TaskContext) -> TextSignals:
+async def signals(ctx: TaskContext) -> TextSignals | None:
+    if shared.uses_llm(ctx):
+        return None
     settings: SpamSettings = shared.settings_of(ctx)
     post = ctx.payload.post
     return text_signals(
@@ -59,6 +78,23 @@ def signal_strength(sig: TextSignals, settings: SpamSettings) -> tuple[float, st
     return candidates[reason], reason
 
 
+def repeated_links(sig: TextSignals, settings: SpamSettings) -> str | None:
+    """The one cheap-signal rule strong enough alone: the same text with links, posted
+    again and again by one author."""
+    if sig.links and sig.duplicates >= settings.duplicate_saturation:
+        return (f"rule: same text with {sig.links} link(s) posted {sig.duplicates} time(s) "
+                "before by the author")
+    return None
+
+
+async def with_heads(ctx: TaskContext, settings: SpamSettings) -> tuple[float, str, bool]:
+    """The spam head at its (policy or validation) threshold, or the repeated-links rule."""
+    verdict = (await judge.verdicts(ctx, full_text(ctx)))[judge.SPAM]
+    rule = repeated_links(ctx.results["signals"], settings)
+    reason = "; ".join(r for r in (verdict.reason, rule) if r)
+    return verdict.score, reason, verdict.fired or rule is not None
+
+
 def combine(head_p: float, sig: TextSignals, offensive_p: float,
             settings: SpamSettings) -> tuple[float, str]:
     """Noisy-or of the weighted parts, and a reason naming the ones that mattered."""
@@ -77,10 +113,17 @@ def combine(head_p: float, sig: TextSignals, offensive_p: float,
 
 async def classify(ctx: TaskContext) -> float:
     settings: SpamSettings = shared.settings_of(ctx)
+    why_not = await abstain(ctx)
+    if why_not:
+        ctx.output.labels.append(language.LABEL_ABSTAIN)
+        ctx.output.reasons[LABEL_SPAM] = why_not
+        return 0.0
     if ctx.services.settings.backend(ctx.plan) == "llm":
         # The model's yes/no decides the label; its score is reported as given.
         verdict = await llm.ask(ctx, "spam", llm.SpamVerdict, text=full_text(ctx))
         score, reason, is_spam = verdict.score, verdict.reason, verdict.spam
+    elif ctx.services.heads is not None:
+        score, reason, is_spam = await with_heads(ctx, settings)
     else:
         score, reason = combine(ctx.results["head"], ctx.results["signals"],
                                 ctx.results["offensive"], settings)

@@ -26,7 +26,7 @@ from grebe.types import Annotation
 
 _COLUMNS = (
     "post_id, producer, version, labels, scores, reasons, embedding, transcript, "
-    "model_versions, created_at, updated_at, fingerprint"
+    "model_versions, created_at, updated_at, fingerprint, policy_version"
 )
 _POOL_MIN, _POOL_MAX = 1, 4
 _DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
@@ -56,18 +56,21 @@ CREATE TABLE IF NOT EXISTS {table} (
     PRIMARY KEY (post_id, producer, version)
 );
 -- Migration of a table written before fingerprints: old rows get ''.
-ALTER TABLE {table} ADD COLUMN IF NOT EXISTS fingerprint text NOT NULL DEFAULT ''"""
+ALTER TABLE {table} ADD COLUMN IF NOT EXISTS fingerprint text NOT NULL DEFAULT '';
+-- Tables created before annotations carried their policy version gain the column;
+-- their rows read back with policy_version NULL.
+ALTER TABLE {table} ADD COLUMN IF NOT EXISTS policy_version text"""
 
 
 def _upsert_sql(table: str) -> str:
     return (
         f"INSERT INTO {table} ({_COLUMNS}) "
-        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) "
         "ON CONFLICT (post_id, producer, version) DO UPDATE SET "
         "labels = excluded.labels, scores = excluded.scores, reasons = excluded.reasons, "
         "embedding = excluded.embedding, transcript = excluded.transcript, "
         "model_versions = excluded.model_versions, updated_at = excluded.updated_at, "
-        "fingerprint = excluded.fingerprint"
+        "fingerprint = excluded.fingerprint, policy_version = excluded.policy_version"
     )
 
 
@@ -86,7 +89,7 @@ def _row(a: Annotation) -> tuple[Any, ...]:
     return (
         a.post_id, a.producer, a.version, a.labels, a.scores, a.reasons, a.embedding,
         a.transcript, a.model_versions, _ts(a.created_at), _ts(a.updated_at),
-        a.content_fingerprint,
+        a.content_fingerprint, a.policy_version,
     )
 
 
@@ -97,7 +100,7 @@ def _annotation(record: asyncpg.Record) -> Annotation:
         embedding=list(record["embedding"]) if record["embedding"] is not None else None,
         transcript=record["transcript"], model_versions=record["model_versions"],
         created_at=record["created_at"].timestamp(), updated_at=record["updated_at"].timestamp(),
-        content_fingerprint=record["fingerprint"],
+        content_fingerprint=record["fingerprint"], policy_version=record["policy_version"],
     )
 
 

@@ -1,0 +1,79 @@
+"""Embedding cache for head training: text -> MiniLM vector, kept in chunk files.
+
+Embedding ~60k corpus texts takes ~25 min on 2 CPU cores, so vectors are saved in
+chunks of `CHUNK` texts as they are made (`<cache>/<model>/chunk-NNNNN.npz`, texts and
+vectors together): an interrupted run keeps what it did, and a changed corpus only pays
+for its new texts. The vectors come from the same `MiniLMModel` grebe serves with, so
+the heads see at training exactly what they see in production.
+
+    .venv/bin/python scripts/heads_embed.py [--corpora ~/.cache/grebe/corpora]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+from grebe.inference.minilm import MODEL_NAME, MiniLMModel
+
+CHUNK = 1024
+DEFAULT_CORPORA = Path.home() / ".cache" / "grebe" / "corpora"
+
+
+class EmbeddingCache:
+    def __init__(self, root: Path, model_name: str = MODEL_NAME) -> None:
+        self.dir = root / "embeddings" / model_name
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.vectors: dict[str, np.ndarray] = {}
+        for path in sorted(self.dir.glob("chunk-*.npz")):
+            with np.load(path, allow_pickle=False) as data:
+                self.vectors.update(zip(data["texts"].tolist(), data["vectors"], strict=True))
+        self._model: MiniLMModel | None = None
+
+    def ensure(self, texts: Iterable[str], *, log: bool = True) -> None:
+        """Embed every text not cached yet, saving a chunk at a time."""
+        missing = list(dict.fromkeys(t for t in texts if t not in self.vectors))
+        if not missing:
+            return
+        if self._model is None:
+            self._model = MiniLMModel(run_batch_size=16)
+        started = time.perf_counter()
+        for start in range(0, len(missing), CHUNK):
+            chunk = missing[start : start + CHUNK]
+            vectors = self._model.encode(chunk)
+            index = len(list(self.dir.glob("chunk-*.npz")))
+            np.savez(self.dir / f"chunk-{index:05d}.npz", texts=np.array(chunk), vectors=vectors)
+            self.vectors.update(zip(chunk, vectors, strict=True))
+            if log:
+                done = start + len(chunk)
+                rate = done / (time.perf_counter() - started)
+                print(f"embedded {done}/{len(missing)} ({rate:.0f}/s)", file=sys.stderr)
+
+    def matrix(self, texts: list[str]) -> np.ndarray:
+        self.ensure(texts)
+        return np.stack([self.vectors[t] for t in texts]).astype(np.float32)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA)
+    args = parser.parse_args()
+    import heads_corpora  # a sibling script module
+
+    cache = EmbeddingCache(args.corpora)
+    # Held-out and small corpora first, so a partial run is already useful.
+    order = ("hatecheck", "youtube", "ethos", "olid", "insults", "davidson", "spamassassin")
+    readers = {**heads_corpora.HELD_OUT, **heads_corpora.TRAINING}
+    for name in order:
+        texts = [row.text for row in readers[name](args.corpora)]
+        print(f"{name}: {len(texts)} texts", file=sys.stderr)
+        cache.ensure(texts)
+
+
+if __name__ == "__main__":
+    main()

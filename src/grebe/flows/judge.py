@@ -1,0 +1,130 @@
+"""Target-aware text verdicts from the trained heads (grebe.inference.heads), shared by
+the spam, safety and PTOS flows so they can never disagree about what a text is.
+
+Why target-aware: profanity in joy ("that's fucking awesome!") is not harassment, and
+"I hate Mondays" is not hate. So:
+
+- `offensive`: the offensive head at its threshold. Profanity aimed at no one: a label,
+  never on its own a reason to remove or limit.
+- `insult`: offensive **and** the target head says the post is aimed at an individual.
+  An @mention is not a target (the head reads the words, not the markup).
+- `hate`: the hate head at its threshold **and** the target head reading the post as
+  aimed at a group or other collective rather than at an individual (P(group) +
+  P(other) >= P(individual)); never a word rule. "I hate Mondays" reads as a feeling of
+  the speaker (target individual 0.42 vs group+other 0.41) and is not hate.
+- `threat`: the threat head at its threshold.
+- `spam`: the spam head at its threshold.
+
+Thresholds are policy data: `head_thresholds["<head>.<class>"]` of the plan when set,
+else the head's own threshold, chosen on its validation split at its stated FPR. A head
+abstains (`unsupported_language`) on a post in a language it was not trained and
+evaluated on; an abstaining head never fires.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from grebe.core.task import TaskContext
+from grebe.errors import ConfigError
+from grebe.flows import language, shared
+
+SPAM, OFFENSIVE, INSULT, HATE, THREAT = "spam", "offensive", "insult", "hate", "threat"
+TARGET_HEAD, INDIVIDUAL, GROUP, OTHER = "target", "individual", "group", "other"
+#: verdict -> (head, its positive class)
+POSITIVE: dict[str, tuple[str, str]] = {
+    SPAM: ("spam", "spam"), OFFENSIVE: ("offensive", "offensive"),
+    HATE: ("hate", "hate"), THREAT: ("threat", "threat"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    score: float
+    threshold: float
+    fired: bool
+    reason: str  # which head, which score, which rule
+    abstained: bool = False
+
+
+def languages_of(ctx: TaskContext, head: str) -> tuple[str, ...]:
+    """The languages a text verdict may be given in: the head's own when heads are
+    loaded, else those of the pre-heads models."""
+    heads = ctx.services.heads
+    if heads is not None and head in heads.heads:
+        return tuple(heads.heads[head].languages)
+    return language.LEGACY_TEXT_LANGUAGES
+
+
+def threshold(ctx: TaskContext, head: str, cls: str) -> tuple[float, str]:
+    """The policy's threshold for head.class, else the head's validation threshold."""
+    key = f"{head}.{cls}"
+    policy = shared.settings_of(ctx).head_thresholds
+    if key in policy:
+        return float(policy[key]), "policy"
+    info = ctx.services.heads.heads[head]
+    if cls not in info.thresholds:
+        raise ConfigError(f"head {head} ({ctx.services.heads.version}) has no validation "
+                          f"threshold for {cls!r}: set head_thresholds[{key!r}] in the policy")
+    return float(info.thresholds[cls]), f"validation threshold at FPR {info.target_fpr:g}"
+
+
+def _rule(name: str, score: float, limit: float, source: str) -> str:
+    return f"head {name} {score:.2f} {'>=' if score >= limit else '<'} {limit:.2f} ({source})"
+
+
+async def verdicts(ctx: TaskContext, text: str, *, gate: bool = True) -> dict[str, Verdict]:
+    """Every verdict the loaded heads support for `text` ({} when there are no heads or
+    no text). `gate=False` for text the media pipeline produced with English-only OCR
+    and ASR: its language is English by construction, whatever the post's."""
+    heads = ctx.services.heads
+    if heads is None or not text.strip():
+        return {}
+    probs = await shared.head_probs(ctx, text)
+    out: dict[str, Verdict] = {}
+    for name, (head, cls) in POSITIVE.items():
+        if head not in heads.heads:
+            continue
+        why_not = (await language.abstain_reason(ctx, f"head {head}", heads.heads[head].languages)
+                   if gate else None)
+        if why_not:
+            out[name] = Verdict(0.0, 1.0, False, why_not, abstained=True)
+            continue
+        score = probs[head][cls]
+        limit, source = threshold(ctx, head, cls)
+        out[name] = Verdict(score, limit, score >= limit, _rule(head, score, limit, source))
+    known = {h for h, _ in POSITIVE.values()} | {TARGET_HEAD}
+    for head, info in heads.heads.items():  # heads added later (self_harm, sexual...)
+        if head in known or len(info.classes) != 2:
+            continue
+        why_not = (await language.abstain_reason(ctx, f"head {head}", info.languages)
+                   if gate else None)
+        if why_not:
+            out[head] = Verdict(0.0, 1.0, False, why_not, abstained=True)
+            continue
+        cls = info.classes[1]
+        score = probs[head][cls]
+        limit, source = threshold(ctx, head, cls)
+        out[head] = Verdict(score, limit, score >= limit, _rule(head, score, limit, source))
+    hate = out.get(HATE)
+    if hate is not None and hate.fired and TARGET_HEAD in heads.heads:
+        target = probs[TARGET_HEAD]
+        collective = target.get(GROUP, 0.0) + target.get(OTHER, 0.0)
+        leaning = (f"target group+other {collective:.2f} "
+                 f"{'>=' if collective >= target[INDIVIDUAL] else '<'} "
+                 f"individual {target[INDIVIDUAL]:.2f}")
+        out[HATE] = Verdict(hate.score, hate.threshold, collective >= target[INDIVIDUAL],
+                            f"{hate.reason}; {leaning}")
+    offensive = out.get(OFFENSIVE)
+    if offensive is not None and TARGET_HEAD in heads.heads:
+        if offensive.abstained:
+            out[INSULT] = offensive
+        else:
+            aimed = probs[TARGET_HEAD][INDIVIDUAL]
+            limit, source = threshold(ctx, TARGET_HEAD, INDIVIDUAL)
+            fired = offensive.fired and aimed >= limit
+            reason = (f"{offensive.reason}; target "
+                      f"{_rule(f'{TARGET_HEAD}={INDIVIDUAL}', aimed, limit, source)}")
+            out[INSULT] = Verdict(min(offensive.score, aimed) if offensive.fired else 0.0,
+                                  limit, fired, reason)
+    return out

@@ -1,0 +1,183 @@
+"""The flows on the trained-heads interface (a TextHeads double that reads keywords):
+one embedding feeds every head, target-aware toxicity, thresholds as policy, language
+abstention per head, and PTOS word lists that need a second signal."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from grebe.core.planmaster import PlanMaster
+from grebe.flows import registry
+from grebe.flows.services import FlowServices
+from grebe.types import TaskStatus
+
+from .conftest import fake_services, payload
+from .doubles import KeywordHeads, RememberingEmbedder
+
+TEXT_PLANS = frozenset({"spam_comment", "post_safety", "safety_ptos"})
+
+
+class Detector:
+    name = "detector-double"
+
+    def __init__(self, lang: str) -> None:
+        self.lang = lang
+
+    async def classify(self, texts: Sequence[str]) -> list[dict[str, float]]:
+        return [{self.lang: 0.97} for _ in texts]
+
+
+def heads_services(plans: dict[str, Any] | None = None, lang: str = "en") -> FlowServices:
+    services = fake_services({"defaults": {"dedupe_ttl_s": 0}, **(plans or {})})
+    services.embedder = RememberingEmbedder()
+    services.heads = KeywordHeads(services.embedder)
+    services.language = Detector(lang)
+    return services
+
+
+async def run(services: FlowServices, text: str) -> dict[str, Any]:
+    results = await PlanMaster(registry.PLANS, services=services).run_plans(
+        payload(text, eligibilities=TEXT_PLANS))
+    assert all(r.status == TaskStatus.SUCCESS for r in results), [r.error for r in results]
+    return {r.plan: r.output for r in results}
+
+
+def actions(ptos: Any) -> list[str]:
+    return [label for label in ptos.labels if ":" in label]
+
+
+async def test_one_embedding_feeds_every_head_and_plan() -> None:
+    services = heads_services()
+    out = await run(services, "buy cheap pills, click the free offer now")
+    assert services.embedder.calls == 1 and services.heads.calls == 1
+    assert out["spam_comment"].labels == ["spam"]
+    assert out["spam_comment"].reasons["spam"].startswith("head spam 0.95 >= 0.50 (validation")
+    assert out["spam_comment"].model_versions["heads"] == "heads-test-1"
+    assert "spam" in out["safety_ptos"].labels
+
+
+async def test_profanity_in_joy_at_a_mention_is_not_harassment() -> None:
+    out = await run(heads_services(), "@x Ha, that's fucking awesome! Great song! :D")
+    assert out["post_safety"].labels == ["offensive"]
+    assert "harassment" not in out["safety_ptos"].labels and actions(out["safety_ptos"]) == []
+    assert "not aimed at a person" in out["safety_ptos"].reasons["ptos.harassment"]
+
+
+async def test_insult_aimed_at_a_person() -> None:
+    out = await run(heads_services(), "@x you are a stupid idiot")
+    assert set(out["post_safety"].labels) == {"insult", "offensive"}
+    assert "target head target=individual" in out["post_safety"].reasons["insult"]
+    assert "harassment" in out["safety_ptos"].labels
+    assert actions(out["safety_ptos"]) == ["harassment:limit_reach"]
+
+
+@pytest.mark.parametrize("text", ["I hate Mondays", "I. Hate. Burpees.",
+                                  "that workout killed me"])
+async def test_harmless_hate_and_kill(text: str) -> None:
+    out = await run(heads_services(), text)
+    assert out["post_safety"].labels == ["safe"], out["post_safety"].reasons
+    assert out["safety_ptos"].labels == []
+
+
+async def test_threat_and_identity_hate() -> None:
+    threat = await run(heads_services(), "I will find where you live and make you pay")
+    assert "threat" in threat["post_safety"].labels
+    assert "violence" in threat["safety_ptos"].labels
+    hate = await run(heads_services(), "those people are vermin and should leave")
+    assert "hate" in hate["post_safety"].labels and "hate" in hate["safety_ptos"].labels
+
+
+@pytest.mark.parametrize(("text", "category"), [
+    ("i have a shoot saturday", "violence"),
+    ("migraine, you make me want to die.", "self_harm"),
+    ("washing my hair and it keeps falling out. Xxx", "sexual"),
+])
+@pytest.mark.parametrize("with_heads", [True, False])
+async def test_one_word_list_hit_is_not_a_category(text: str, category: str,
+                                                   with_heads: bool) -> None:
+    services = heads_services() if with_heads else fake_services({"defaults": {
+        "dedupe_ttl_s": 0}})
+    out = await run(services, text)
+    assert category not in out["safety_ptos"].labels
+    assert actions(out["safety_ptos"]) == []
+    assert "no second signal" in out["safety_ptos"].reasons[f"ptos.{category}"]
+
+
+async def test_word_list_hit_with_a_second_signal_matches() -> None:
+    out = await run(heads_services(), "you stupid idiot, I will stab you")
+    assert "violence" in out["safety_ptos"].labels
+    assert "and head offensive" in out["safety_ptos"].reasons["ptos.violence"]
+
+
+async def test_policy_threshold_overrides_the_validation_threshold() -> None:
+    services = heads_services({"spam_comment": {"head_thresholds": {"spam.spam": 0.99}}})
+    out = await run(services, "buy cheap pills, click the free offer now")
+    assert out["spam_comment"].labels == ["not_spam"]
+    assert out["spam_comment"].reasons["spam"] == "head spam 0.95 < 0.99 (policy)"
+    annotations = await services.store.get("p1")
+    assert all("+config." in a.policy_version for a in annotations)
+
+
+async def test_head_outside_its_languages_abstains() -> None:
+    out = await run(heads_services(lang="ja"), "buy cheap pills, click the free offer idiot")
+    assert out["spam_comment"].labels == ["abstain"]
+    assert out["spam_comment"].reasons["spam"].startswith("unsupported_language: ja 0.97")
+    assert out["post_safety"].labels == ["abstain"]
+    assert out["safety_ptos"].labels == ["abstain"] and actions(out["safety_ptos"]) == []
+
+
+async def test_unknown_language_caps_restrictive_actions() -> None:
+    services = heads_services()
+    services.language = None  # no detector: every language is unknown
+    out = await run(services, "@x you are a stupid idiot")
+    assert actions(out["safety_ptos"]) == ["harassment:label"]
+    assert "limit_reach capped to label" in out["safety_ptos"].reasons["policy.harassment"]
+
+
+async def test_banger_and_reply_penalties_read_the_heads() -> None:
+    services = heads_services()
+    post = payload("you stupid idiot, buy cheap pills here", parent="What do you think?",
+                   eligibilities=frozenset({"banger_initial_screen", "reply_ranking"}),
+                   view_count=1000, like_count=50)
+    results = {r.plan: r.output for r in
+               await PlanMaster(registry.PLANS, services=services).run_plans(post)}
+    assert "spam 0.95, offensive 0.90" in results["banger_initial_screen"].reasons["quality"]
+    assert results["reply_ranking"].labels == ["reply_score:0"]
+    assert results["reply_ranking"].model_versions["heads"] == "heads-test-1"
+    assert "spam_head" not in results["reply_ranking"].model_versions
+
+
+async def test_a_head_without_a_threshold_needs_one_in_the_policy() -> None:
+    services = heads_services()
+    services.heads.heads["threat"].thresholds.clear()
+    results = await PlanMaster(registry.PLANS, services=services).run_plans(
+        payload("hello there friends", eligibilities=frozenset({"post_safety"})))
+    assert "set head_thresholds['threat.threat']" in str(results[0].error)
+    services.settings.plan("post_safety").head_thresholds["threat.threat"] = 0.8
+    (ok,) = await PlanMaster(registry.PLANS, services=services).run_plans(
+        payload("hello there friends", post_id="p2", eligibilities=frozenset({"post_safety"})))
+    assert ok.status == TaskStatus.SUCCESS
+
+
+async def test_hate_needs_a_group_target() -> None:
+    # The hate head fires, but the target head reads the post as aimed at a person:
+    # that is not hate against an identity group.
+    out = await run(heads_services(), "you are vermin")
+    assert "hate" not in out["post_safety"].labels
+    assert "hate" not in out["safety_ptos"].labels
+    assert "target group+other" in out["safety_ptos"].reasons["ptos.hate"]
+
+
+async def test_heads_path_is_never_safe_with_unchecked_media() -> None:
+    from grebe.flows.services import MediaFacts
+    from grebe.types import Media
+
+    services = heads_services()
+    services.media.facts = MediaFacts(unchecked=("https://x/1.jpg: fetch failed",))
+    results = await PlanMaster(registry.PLANS, services=services).run_plans(payload(
+        "a lovely day at the beach", eligibilities=frozenset({"post_safety"}),
+        media=(Media(kind="image", url="https://x/1.jpg"),)))
+    assert results[0].output.labels == ["media_unchecked"]

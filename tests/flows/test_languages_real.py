@@ -1,0 +1,70 @@
+"""The benign multilingual sanity set through the real flows with the real text models
+and the real language detector: no spam, hate or remove/limit label in any language."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from grebe.config import load_config
+from grebe.core.planmaster import PlanMaster
+from grebe.flows import registry
+from grebe.flows.models import build_models
+from grebe.flows.settings import FlowSettings
+from grebe.stores.base import MemoryStore
+from grebe.types import Post, TaskPayload, TaskStatus
+
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+
+#: Ordinary posts, one or more per language (hand-written: a sanity set, never training).
+BENIGN = {
+    "es": "¡Qué día tan bonito en la playa con mi familia!",
+    "ja": "今日は友達とラーメンを食べました。美味しかった！",
+    "nl": "Goedemorgen allemaal, fijne dag gewenst!",
+    "fr": "Bonne soirée à tous, on se voit demain au marché.",
+    "de": "Ich habe heute einen schönen Spaziergang im Wald gemacht.",
+    "it": "Oggi ho cucinato la pasta con mia nonna, che bello!",
+    "pt": "Hoje o dia está lindo, vamos à praia com as crianças.",
+    "ru": "Сегодня прекрасная погода, гуляем в парке с детьми.",
+    "ko": "오늘 친구들과 맛있는 저녁을 먹었어요.",
+    "zh": "今天和家人一起去公园散步，天气很好。",
+    "tr": "Bugün arkadaşlarımla sahilde yürüyüş yaptık, harikaydı.",
+    "pl": "Dziś upiekłam ciasto z jabłkami dla całej rodziny.",
+    "sv": "Idag åkte vi till stranden och badade hela dagen.",
+    "en": "Had a lovely walk in the park with my kids this afternoon.",
+}
+TEXT_PLANS = frozenset({"spam_comment", "post_safety", "safety_ptos", "banger_initial_screen"})
+FORBIDDEN = {"spam", "hate", "harassment", "violence"}
+RESTRICTIVE = (":remove", ":limit_reach")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def master() -> AsyncIterator[PlanMaster]:
+    config = load_config(inference={"ocr": "none", "nsfw": "none", "transcriber": "none"})
+    settings = FlowSettings.from_section({"defaults": {"dedupe_ttl_s": 0}})
+    models = build_models(config, settings)
+    services = registry.assemble(settings, models=models, store=MemoryStore())
+    for component in models.components():
+        await component.start()
+    try:
+        yield PlanMaster(registry.PLANS, services=services)
+    finally:
+        for component in reversed(models.components()):
+            await component.stop()
+
+
+@pytest.mark.parametrize("lang", sorted(BENIGN))
+async def test_benign_post_gets_no_harmful_label(master: PlanMaster, lang: str) -> None:
+    post = Post(id=f"benign-{lang}", author_id=f"a-{lang}", text=BENIGN[lang])
+    results = await master.run_plans(TaskPayload(payload_id=post.id, post=post,
+                                                 eligibilities=TEXT_PLANS))
+    assert {r.plan for r in results} == TEXT_PLANS
+    for result in results:
+        assert result.status == TaskStatus.SUCCESS, result.error
+        labels = set(result.output.labels)
+        assert not labels & FORBIDDEN, (result.plan, labels)
+        assert not [x for x in labels if x.endswith(RESTRICTIVE)], (result.plan, labels)
+        assert result.output.scores.get(f"lang:{lang}", 0) > 0.5, result.output.scores
+    assert len(BENIGN) >= 10
