@@ -200,3 +200,14 @@ async def test_feed_serve_refuses_other_machines_without_keys(tmp_path: Path) ->
     config = load_config(data_dir=tmp_path, feed={"http_host": "0.0.0.0"})
     with pytest.raises(ConfigError, match=r"feed\.http_host"):
         await serve_http(config)
+
+
+def test_unchecked_media_and_threats_are_blocked_by_the_safety_levels() -> None:
+    """Fail closed in serving too: a post whose media could not be checked never reaches
+    a strict viewer, and a threat reaches nobody but a viewer who turned safety off."""
+    from grebe.feed.settings import FeedSettings
+
+    settings = FeedSettings()
+    assert {"media_unchecked", "threat", "insult"} <= settings.blocked_labels("strict")
+    assert "threat" in settings.blocked_labels("default")
+    assert "media_unchecked" not in settings.blocked_labels("off")

@@ -50,8 +50,11 @@ class FeedSettings(BaseModel):
     author_diversity_floor: float = Field(default=0.1, ge=0, le=1)
     #: Viewer safety level -> labels that remove a post for that viewer.
     safety_levels: dict[str, list[str]] = Field(default_factory=lambda: {
-        "strict": ["nsfw", "hate", "offensive", "spam", "unsafe"],
-        "default": ["nsfw", "hate", "spam", "unsafe"],
+        # media_unchecked: media that could not be checked is not shown to strict viewers
+        # (fail closed); threats are removed for everyone but "off".
+        "strict": ["nsfw", "hate", "offensive", "insult", "threat", "spam", "unsafe",
+                   "media_unchecked"],
+        "default": ["nsfw", "hate", "threat", "spam", "unsafe"],
         "off": [],
     })
     default_safety_level: str = "default"
