@@ -46,7 +46,9 @@ def file_sha256(path: Path) -> str:
 class HeadInfo:
     classes: tuple[str, ...]  # e.g. ("ham", "spam"); column order of predict()
     languages: tuple[str, ...]  # ISO 639-1 codes the head was trained AND evaluated on
-    thresholds: dict[str, float]  # class -> threshold chosen on the validation split
+    # class -> threshold chosen on the validation split; for a binary head the positive
+    # class only; empty for `target`, which is read by argmax when `offensive` fires
+    thresholds: dict[str, float]
     target_fpr: float  # the FPR those thresholds were chosen at
     sources: tuple[str, ...]  # training data names (keys of the manifest's "sources")
 
