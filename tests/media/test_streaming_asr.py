@@ -4,6 +4,7 @@ only, capped by duration; real ffmpeg, a real HTTP server with range support on
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import itertools
@@ -76,6 +77,7 @@ class RangeServed:
     files: dict[str, bytes] = field(default_factory=dict)
     redirects: dict[str, str] = field(default_factory=dict)
     hits: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range)
+    honour_ranges: bool = True  # False: a server that always sends the whole body
 
 
 def _range_server() -> tuple[ThreadingHTTPServer, RangeServed]:
@@ -101,14 +103,15 @@ def _range_server() -> tuple[ThreadingHTTPServer, RangeServed]:
                 return
             start, end = 0, len(body) - 1
             match = re.fullmatch(r"bytes=(\d+)-(\d*)", byte_range or "")
-            if match:
+            if match and served.honour_ranges:
                 start = int(match[1])
                 end = min(end, int(match[2])) if match[2] else end
                 self.send_response(206)
                 self.send_header("Content-Range", f"bytes {start}-{end}/{len(body)}")
             else:
                 self.send_response(200)
-            self.send_header("Accept-Ranges", "bytes")
+            if served.honour_ranges:
+                self.send_header("Accept-Ranges", "bytes")
             self.send_header("Content-Type", "video/mp4")
             self.send_header("Content-Length", str(end - start + 1))
             self.end_headers()
@@ -262,3 +265,21 @@ async def test_unsafe_url_is_refused_before_ffmpeg_runs(
     assert result.error == ASRErrorCode.UNSAFE_URL and "loopback" in (result.detail or "")
     assert bad_scheme.error == ASRErrorCode.UNSAFE_URL
     assert served.hits == []
+
+
+async def test_a_server_without_range_support_still_streams_an_mp4_with_moov_last(
+    bunny: Path, range_server: tuple[int, RangeServed]
+) -> None:
+    """bigbuckbunny.mp4 has its moov atom at the end: ffmpeg must seek, and the proxy
+    answers the seeks of a server that ignores Range by skipping to the offset."""
+    port, served = range_server
+    served.files["/bunny.mp4"] = await asyncio.to_thread(bunny.read_bytes)
+    served.honour_ranges = False
+    fake = FixedTranscriber("hello world")
+    asr = ASRProcessor(transcriber=fake)
+    await asr.start()
+    result = await asr.transcribe_url("b", f"http://{HOST}:{port}/bunny.mp4", _fetcher())
+    await asr.stop()
+    assert result.ok, result.detail
+    assert result.text == "hello world" and abs(result.audio_s - 5.3) < 0.2, result
+    assert len(served.hits) > 1 and any(r not in (None, "bytes=0-") for _, r in served.hits)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import secrets
 from types import TracebackType
 from urllib.parse import urljoin, urlsplit
@@ -33,6 +34,7 @@ _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _FORWARDED = (b"content-type", b"content-length", b"content-range", b"accept-ranges")
 _MAX_REQUEST_HEAD = 16 * 1024
 _LOOPBACK = "127.0.0.1"
+_RANGE = re.compile(r"bytes=(\d+)-\d*")
 
 
 class StreamProxy:
@@ -125,7 +127,7 @@ class StreamProxy:
                         continue
                     if not 200 <= response.status < 300:
                         raise MediaError(f"HTTP {response.status} fetching {current}")
-                    await _relay(writer, response)
+                    await _relay(writer, response, _range_start(byte_range))
                     return
             raise MediaError(f"too many redirects (more than "
                              f"{self.fetcher.config.max_redirects}): {self.url}")
@@ -172,13 +174,42 @@ def _request_url(url: str) -> httpcore.URL:
         port=parts.port, target=target.encode())
 
 
-async def _relay(writer: asyncio.StreamWriter, response: httpcore.Response) -> None:
-    head = [f"HTTP/1.1 {response.status} OK".encode()]
-    head += [name + b": " + value for name, value in response.headers
-             if name.lower() in _FORWARDED]
-    head.append(b"Connection: close")
+def _range_start(byte_range: str | None) -> int:
+    """Where ffmpeg asked to start (`bytes=N-`), 0 when it did not ask."""
+    match = _RANGE.fullmatch(byte_range or "")
+    return int(match[1]) if match else 0
+
+
+async def _relay(writer: asyncio.StreamWriter, response: httpcore.Response, start: int) -> None:
+    """The response to ffmpeg. An MP4 whose moov atom is at the end needs seeks, and
+    ffmpeg only seeks a server that says `Accept-Ranges`; a server that does not answers
+    a seek with the whole body. So the proxy says it for any body of known length and
+    answers a seek the server ignored by skipping to the offset itself (a 206)."""
+    status = response.status
+    headers = [(name, value) for name, value in response.headers
+               if name.lower() in _FORWARDED]
+    length = _header(response.headers, b"content-length")
+    if length and length.isdigit() and _header(response.headers, b"accept-ranges") is None:
+        headers.append((b"Accept-Ranges", b"bytes"))
+    skip = 0
+    if start > 0 and status == 200:
+        if not (length and length.isdigit()):
+            raise MediaError("the server ignores HTTP ranges and sends no length: cannot "
+                             "seek in the stream")
+        total = int(length)
+        skip, status = start, 206
+        headers = [(n, v) for n, v in headers if n.lower() != b"content-length"]
+        headers += [(b"Content-Length", str(max(0, total - start)).encode()),
+                    (b"Content-Range", f"bytes {start}-{total - 1}/{total}".encode())]
+    head = [f"HTTP/1.1 {status} OK".encode(), *(n + b": " + v for n, v in headers),
+            b"Connection: close"]
     writer.write(b"\r\n".join(head) + b"\r\n\r\n")
     async for chunk in response.aiter_stream():  # type: ignore[attr-defined]
+        if skip:
+            dropped = min(skip, len(chunk))
+            chunk, skip = chunk[dropped:], skip - dropped
+            if not chunk:
+                continue
         writer.write(chunk)
         await writer.drain()  # backpressure: ffmpeg reads as fast as Whisper consumes
 
