@@ -20,12 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from grebe.inference.fakes import FixedTranscriber
+from grebe.inference.fakes import ConstantImageClassifier, FixedTranscriber
 from grebe.inference.whisper import WhisperTranscriber
 from grebe.media.asr import ASRErrorCode, ASRProcessor
-from grebe.media.config import ASRConfig, FetchConfig, VideoConfig
+from grebe.media.config import ASRConfig, FetchConfig, MediaConfig, VideoConfig
 from grebe.media.fetch import IPAddress, MediaFetcher
+from grebe.media.pipeline import MediaPipeline
 from grebe.media.stream_audio import STREAM_PROTOCOLS, StreamLimits, ffmpeg_stream_args
+from grebe.types import Media, Post
 
 LONG_S = 1200  # the video: 20 minutes
 LATE_AT_S = 1140  # where the second voice starts (19 minutes in)
@@ -78,6 +80,7 @@ class RangeServed:
     redirects: dict[str, str] = field(default_factory=dict)
     hits: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range)
     honour_ranges: bool = True  # False: a server that always sends the whole body
+    once: set[str] = field(default_factory=set)  # paths served once, then 404
 
 
 def _range_server() -> tuple[ThreadingHTTPServer, RangeServed]:
@@ -96,6 +99,8 @@ def _range_server() -> tuple[ThreadingHTTPServer, RangeServed]:
                 self.end_headers()
                 return
             body = served.files.get(self.path)
+            if self.path in served.once:
+                served.files.pop(self.path, None)
             if body is None:
                 self.send_response(404)
                 self.send_header("Content-Length", "0")
@@ -283,3 +288,30 @@ async def test_a_server_without_range_support_still_streams_an_mp4_with_moov_las
     assert result.ok, result.detail
     assert result.text == "hello world" and abs(result.audio_s - 5.3) < 0.2, result
     assert len(served.hits) > 1 and any(r not in (None, "bytes=0-") for _, r in served.hits)
+
+
+async def test_speech_that_cannot_be_streamed_leaves_the_item_unchecked_with_the_reason(
+    bunny: Path, range_server: tuple[int, RangeServed], tmp_path: Path
+) -> None:
+    """The download for frames succeeds, the audio stream then gets a 404: the item is
+    reported unchecked (flows label it media_unchecked) and the reason says why."""
+    port, served = range_server
+    served.files["/once.mp4"] = await asyncio.to_thread(bunny.read_bytes)
+    served.once.add("/once.mp4")
+    config = MediaConfig(video=VideoConfig(frames=2, frame_max_side=64))
+    pipeline = MediaPipeline(
+        config, fetcher=_fetcher(), work_root=tmp_path,
+        nsfw=ConstantImageClassifier({"nsfw": 0.1, "sfw": 0.9}, name="fake-nsfw"),
+        asr=ASRProcessor(config.asr, config.video, transcriber=FixedTranscriber("never")))
+    await pipeline.start()
+    url = f"http://{HOST}:{port}/once.mp4"
+    report = await pipeline.hydrate(Post(id="p", author_id="u", media=(
+        Media(kind="video", url=url),)))
+    await pipeline.stop()
+    assert pipeline.asr is not None
+    await pipeline.asr.stop()
+    (item,) = report.items
+    assert item.error is None and item.transcript == ""
+    assert item.transcript_error == ASRErrorCode.FETCH_ERROR
+    assert report.unchecked == (
+        f"{url}: speech not transcribed (fetch_error: HTTP 404 fetching {url})",)
