@@ -81,6 +81,8 @@ class RangeServed:
     hits: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range)
     honour_ranges: bool = True  # False: a server that always sends the whole body
     once: set[str] = field(default_factory=set)  # paths served once, then 404
+    stall: threading.Event = field(default_factory=threading.Event)  # set: stop stalling
+    stalled: set[str] = field(default_factory=set)  # paths that send a little, then hang
 
 
 def _range_server() -> tuple[ThreadingHTTPServer, RangeServed]:
@@ -121,6 +123,11 @@ def _range_server() -> tuple[ThreadingHTTPServer, RangeServed]:
             self.send_header("Content-Length", str(end - start + 1))
             self.end_headers()
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                if self.path in served.stalled:
+                    self.wfile.write(body[start:start + 4096])
+                    self.wfile.flush()
+                    served.stall.wait(30)
+                    return
                 self.wfile.write(body[start:end + 1])
 
         def log_message(self, *args: object) -> None:
@@ -315,3 +322,23 @@ async def test_speech_that_cannot_be_streamed_leaves_the_item_unchecked_with_the
     assert item.transcript_error == ASRErrorCode.FETCH_ERROR
     assert report.unchecked == (
         f"{url}: speech not transcribed (fetch_error: HTTP 404 fetching {url})",)
+
+
+async def test_a_stalled_stream_is_stopped_at_the_wall_clock(
+    long_bytes: bytes, range_server: tuple[int, RangeServed]
+) -> None:
+    """The server sends 4 KiB and hangs: ffmpeg is killed at `asr.timeout_s` (here 2 s,
+    with the per-read timeout far longer) and the result says so."""
+    port, served = range_server
+    served.files["/stall.mp4"] = long_bytes
+    served.stalled.add("/stall.mp4")
+    asr = ASRProcessor(ASRConfig(timeout_s=2, stream_read_timeout_s=60),
+                       transcriber=FixedTranscriber("never"))
+    await asr.start()
+    try:
+        result = await asr.transcribe_url("s", f"http://{HOST}:{port}/stall.mp4", _fetcher())
+    finally:
+        served.stall.set()
+        await asr.stop()
+    assert result.error == ASRErrorCode.FFMPEG_TIMEOUT, result
+    assert "longer than 2s" in (result.detail or "") and result.elapsed_s < 10, result
