@@ -26,7 +26,13 @@ from grebe.media.asr import ASRErrorCode, ASRProcessor
 from grebe.media.config import ASRConfig, FetchConfig, MediaConfig, VideoConfig
 from grebe.media.fetch import IPAddress, MediaFetcher
 from grebe.media.pipeline import MediaPipeline
-from grebe.media.stream_audio import STREAM_PROTOCOLS, StreamLimits, ffmpeg_stream_args
+from grebe.media.stream_audio import (
+    STREAM_PROTOCOLS,
+    PCMStream,
+    StreamLimits,
+    ffmpeg_stream_args,
+)
+from grebe.media.video import FFmpegError
 from grebe.types import Media, Post
 
 LONG_S = 1200  # the video: 20 minutes
@@ -119,7 +125,9 @@ def _range_server() -> tuple[ThreadingHTTPServer, RangeServed]:
                 self.send_response(200)
             if served.honour_ranges:
                 self.send_header("Accept-Ranges", "bytes")
-            self.send_header("Content-Type", "video/mp4")
+            playlist = self.path.endswith(".m3u8")
+            self.send_header("Content-Type",
+                             "application/vnd.apple.mpegurl" if playlist else "video/mp4")
             self.send_header("Content-Length", str(end - start + 1))
             self.end_headers()
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
@@ -342,3 +350,24 @@ async def test_a_stalled_stream_is_stopped_at_the_wall_clock(
         await asr.stop()
     assert result.error == ASRErrorCode.FFMPEG_TIMEOUT, result
     assert "longer than 2s" in (result.detail or "") and result.elapsed_s < 10, result
+
+
+def test_ffmpeg_itself_follows_no_redirect(range_server: tuple[int, RangeServed],
+                                           speech_bytes: bytes) -> None:
+    """Defence in depth: even pointed straight at a redirect (the proxy never passes one
+    on), ffmpeg does not follow it, and it cannot open an HLS playlist's URLs."""
+    port, served = range_server
+    served.files["/speech.wav"] = speech_bytes
+    served.redirects["/hop"] = f"http://127.0.0.1:{port}/speech.wav"
+    served.files["/list.m3u8"] = (f"#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:10,\n"
+                                  f"http://127.0.0.1:{port}/speech.wav\n#EXT-X-ENDLIST\n"
+                                  ).encode()
+    limits = StreamLimits(max_audio_s=30, chunk_s=30, timeout_s=20, read_timeout_s=5,
+                          reconnect_delay_max_s=0)
+    for path in ("/hop", "/list.m3u8"):
+        with pytest.raises(FFmpegError), PCMStream(f"http://127.0.0.1:{port}{path}",
+                                                   limits) as stream:
+            list(stream)
+    assert [p for p, _ in served.hits].count("/speech.wav") == 0
+    with PCMStream(f"http://127.0.0.1:{port}/speech.wav", limits) as stream:
+        assert abs(sum(len(c) for c in stream) - 159_360) < 1600  # the control case works
