@@ -371,3 +371,29 @@ def test_ffmpeg_itself_follows_no_redirect(range_server: tuple[int, RangeServed]
     assert [p for p, _ in served.hits].count("/speech.wav") == 0
     with PCMStream(f"http://127.0.0.1:{port}/speech.wav", limits) as stream:
         assert abs(sum(len(c) for c in stream) - 159_360) < 1600  # the control case works
+
+
+async def test_the_pipeline_streams_http_media_and_reports_a_capped_transcript(
+    bunny: Path, range_server: tuple[int, RangeServed], tmp_path: Path
+) -> None:
+    """media.asr.streaming (the default): the transcript comes from the stream (a second
+    request for the URL after the download), cut at video.max_audio_s and marked so."""
+    port, served = range_server
+    served.files["/bunny.mp4"] = await asyncio.to_thread(bunny.read_bytes)
+    config = MediaConfig(video=VideoConfig(frames=2, frame_max_side=64, max_audio_s=2))
+    assert config.asr.streaming
+    fake = FixedTranscriber("hello world")
+    pipeline = MediaPipeline(
+        config, fetcher=_fetcher(), work_root=tmp_path,
+        nsfw=ConstantImageClassifier({"nsfw": 0.1, "sfw": 0.9}, name="fake-nsfw"),
+        asr=ASRProcessor(config.asr, config.video, transcriber=fake))
+    await pipeline.start()
+    report = await pipeline.hydrate(Post(id="p", author_id="u", media=(
+        Media(kind="video", url=f"http://{HOST}:{port}/bunny.mp4"),)))
+    await pipeline.stop()
+    assert pipeline.asr is not None
+    await pipeline.asr.stop()
+    (item,) = report.items
+    assert item.transcript == "hello world" and item.transcript_capped, item
+    assert report.unchecked == () and len(fake.calls) == 1
+    assert len([p for p, _ in served.hits if p == "/bunny.mp4"]) >= 2  # download + stream
