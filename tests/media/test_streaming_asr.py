@@ -89,6 +89,9 @@ class RangeServed:
     once: set[str] = field(default_factory=set)  # paths served once, then 404
     stall: threading.Event = field(default_factory=threading.Event)  # set: stop stalling
     stalled: set[str] = field(default_factory=set)  # paths that send a little, then hang
+    # paths whose reads of the data (ranges starting inside the first half, past the
+    # header) stop at the half and hang up; only a read from the half on goes through
+    cut: set[str] = field(default_factory=set)
 
 
 def _range_server() -> tuple[ThreadingHTTPServer, RangeServed]:
@@ -131,6 +134,10 @@ def _range_server() -> tuple[ThreadingHTTPServer, RangeServed]:
             self.send_header("Content-Length", str(end - start + 1))
             self.end_headers()
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                if self.path in served.cut and 0 < start < len(body) // 2:
+                    self.wfile.write(body[start:len(body) // 2])
+                    self.close_connection = True
+                    return
                 if self.path in served.stalled:
                     self.wfile.write(body[start:start + 4096])
                     self.wfile.flush()
@@ -397,3 +404,27 @@ async def test_the_pipeline_streams_http_media_and_reports_a_capped_transcript(
     assert item.transcript == "hello world" and item.transcript_capped, item
     assert report.unchecked == () and len(fake.calls) == 1
     assert len([p for p, _ in served.hits if p == "/bunny.mp4"]) >= 2  # download + stream
+
+
+async def test_a_connection_cut_mid_stream_is_resumed_by_a_range_reconnect(
+    speech_bytes: bytes, range_server: tuple[int, RangeServed]
+) -> None:
+    """The server hangs up halfway through: ffmpeg reconnects (-reconnect) with a Range
+    from where it stopped, through the proxy, and the audio is whole — sample for sample
+    what an unbroken stream gives (the proxy adds nothing to a body it already began)."""
+    port, served = range_server
+    served.files["/speech.wav"] = speech_bytes
+    served.files["/whole.wav"] = speech_bytes
+    served.cut.add("/speech.wav")
+    asr = ASRProcessor(transcriber=FixedTranscriber("hello world"))
+    await asr.start()
+    try:
+        cut = await asr.transcribe_url("cut", f"http://{HOST}:{port}/speech.wav", _fetcher())
+        whole = await asr.transcribe_url("whole", f"http://{HOST}:{port}/whole.wav",
+                                         _fetcher())
+    finally:
+        await asr.stop()
+    assert cut.ok and whole.ok, (cut, whole)
+    assert cut.audio_s == whole.audio_s and abs(whole.audio_s - 9.96) < 0.1, (cut, whole)
+    ranges = [r for p, r in served.hits if p == "/speech.wav"]
+    assert f"bytes={len(speech_bytes) // 2}-" in ranges, ranges  # resumed at the cut

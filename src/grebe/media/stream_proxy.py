@@ -131,6 +131,9 @@ class StreamProxy:
                     return
             raise MediaError(f"too many redirects (more than "
                              f"{self.fetcher.config.max_redirects}): {self.url}")
+        except _MidStreamError as exc:  # headers already sent: hang up, ffmpeg reconnects
+            self._fail(f"stream of {current} broke off: {exc}")
+            return
         except UnsafeURLError as exc:
             self._fail(str(exc), refused=True)
         except MediaError as exc:
@@ -204,14 +207,22 @@ async def _relay(writer: asyncio.StreamWriter, response: httpcore.Response, star
     head = [f"HTTP/1.1 {status} OK".encode(), *(n + b": " + v for n, v in headers),
             b"Connection: close"]
     writer.write(b"\r\n".join(head) + b"\r\n\r\n")
-    async for chunk in response.aiter_stream():  # type: ignore[attr-defined]
-        if skip:
-            dropped = min(skip, len(chunk))
-            chunk, skip = chunk[dropped:], skip - dropped
-            if not chunk:
-                continue
-        writer.write(chunk)
-        await writer.drain()  # backpressure: ffmpeg reads as fast as Whisper consumes
+    try:
+        async for chunk in response.aiter_stream():  # type: ignore[attr-defined]
+            if skip:
+                dropped = min(skip, len(chunk))
+                chunk, skip = chunk[dropped:], skip - dropped
+                if not chunk:
+                    continue
+            writer.write(chunk)
+            await writer.drain()  # backpressure: ffmpeg reads as fast as Whisper consumes
+    except (httpcore.TimeoutException, httpcore.NetworkError, httpcore.ProtocolError) as exc:
+        raise _MidStreamError(f"{type(exc).__name__}: {exc}") from exc
+
+
+class _MidStreamError(Exception):
+    """The upstream failed after the response head went to ffmpeg: the only honest
+    signal left is closing the connection (ffmpeg then reconnects with a Range)."""
 
 
 async def _reply(writer: asyncio.StreamWriter, status: int, body: bytes) -> None:
