@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import httpx
 import pytest
 
 from grebe.inference.fakes import ConstantImageClassifier, FixedTranscriber
@@ -32,6 +33,7 @@ from grebe.media.stream_audio import (
     StreamLimits,
     ffmpeg_stream_args,
 )
+from grebe.media.stream_proxy import StreamProxy
 from grebe.media.video import FFmpegError
 from grebe.types import Media, Post
 
@@ -428,3 +430,24 @@ async def test_a_connection_cut_mid_stream_is_resumed_by_a_range_reconnect(
     assert cut.audio_s == whole.audio_s and abs(whole.audio_s - 9.96) < 0.1, (cut, whole)
     ranges = [r for p, r in served.hits if p == "/speech.wav"]
     assert f"bytes={len(speech_bytes) // 2}-" in ranges, ranges  # resumed at the cut
+
+
+async def test_the_proxy_serves_only_its_url_to_a_get(
+    speech_bytes: bytes, range_server: tuple[int, RangeServed]
+) -> None:
+    """Another local process finding the port gets nothing: other paths and methods are
+    404s that reach no upstream."""
+    port, served = range_server
+    served.files["/speech.wav"] = speech_bytes
+    async with StreamProxy(_fetcher(), f"http://{HOST}:{port}/speech.wav",
+                           read_timeout_s=5) as proxy:
+        base = proxy.local_url.rsplit("/", 1)[0]
+        async with httpx.AsyncClient(trust_env=False) as client:
+            other = await client.get(f"{base}/speech.wav")
+            absolute = await client.get(proxy.local_url.replace(
+                base, base + "/http://169.254.169.254"))
+            post = await client.post(proxy.local_url, content=b"x")
+            assert served.hits == []
+            ok = await client.get(proxy.local_url)
+    assert (other.status_code, absolute.status_code, post.status_code) == (404, 404, 404)
+    assert ok.status_code == 200 and ok.content == speech_bytes and proxy.requests == 1
