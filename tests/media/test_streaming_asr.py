@@ -25,7 +25,7 @@ from grebe.inference.fakes import ConstantImageClassifier, FixedTranscriber
 from grebe.inference.whisper import WhisperTranscriber
 from grebe.media.asr import ASRErrorCode, ASRProcessor
 from grebe.media.config import ASRConfig, FetchConfig, MediaConfig, VideoConfig
-from grebe.media.fetch import IPAddress, MediaFetcher
+from grebe.media.fetch import IPAddress, MediaFetcher, system_resolver
 from grebe.media.pipeline import MediaPipeline
 from grebe.media.stream_audio import (
     STREAM_PROTOCOLS,
@@ -96,7 +96,7 @@ class RangeServed:
     cut: set[str] = field(default_factory=set)
 
 
-def _range_server() -> tuple[ThreadingHTTPServer, RangeServed]:
+def _range_server(host: str = "127.0.0.1") -> tuple[ThreadingHTTPServer, RangeServed]:
     served = RangeServed()
 
     class Handler(BaseHTTPRequestHandler):
@@ -150,7 +150,7 @@ def _range_server() -> tuple[ThreadingHTTPServer, RangeServed]:
         def log_message(self, *args: object) -> None:
             return None
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer((host, 0), Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     return server, served
@@ -451,3 +451,36 @@ async def test_the_proxy_serves_only_its_url_to_a_get(
             ok = await client.get(proxy.local_url)
     assert (other.status_code, absolute.status_code, post.status_code) == (404, 404, 404)
     assert ok.status_code == 200 and ok.content == speech_bytes and proxy.requests == 1
+
+
+@pytest.mark.parametrize("target", ["127.0.0.1", "2130706433", "[::ffff:127.0.0.1]",
+                                    "localhost"])
+async def test_a_redirect_to_127_0_0_1_is_refused(target: str, speech_bytes: bytes) -> None:
+    """The origin (on 127.0.0.2, allowed as if public) redirects to 127.0.0.1 — spelt as
+    an address, a decimal, a mapped IPv6 address, a name — where the same file waits:
+    every form is refused and 127.0.0.1 is never asked."""
+    origin, origin_served = _range_server("127.0.0.2")
+    loopback, loopback_served = _range_server("127.0.0.1")
+    try:
+        port = loopback.server_address[1]
+        loopback_served.files["/speech.wav"] = speech_bytes
+        origin_served.redirects["/v.wav"] = f"http://{target}:{port}/speech.wav"
+
+        async def resolve(host: str, port: int) -> list[IPAddress]:
+            if host == HOST:
+                return [ipaddress.ip_address("127.0.0.2")]
+            return await system_resolver(host, port)
+
+        fetcher = MediaFetcher(FetchConfig(), resolver=resolve, allow_networks=["127.0.0.2/32"])
+        asr = ASRProcessor(transcriber=FixedTranscriber("never"))
+        await asr.start()
+        url = f"http://{HOST}:{origin.server_address[1]}/v.wav"
+        result = await asr.transcribe_url("r", url, fetcher)
+        await asr.stop()
+    finally:
+        for server in (origin, loopback):
+            server.shutdown()
+            server.server_close()
+    assert result.error == ASRErrorCode.UNSAFE_URL, result
+    assert "loopback" in (result.detail or ""), result.detail
+    assert origin_served.hits and loopback_served.hits == []
