@@ -484,3 +484,15 @@ async def test_a_redirect_to_127_0_0_1_is_refused(target: str, speech_bytes: byt
     assert result.error == ASRErrorCode.UNSAFE_URL, result
     assert "loopback" in (result.detail or ""), result.detail
     assert origin_served.hits and loopback_served.hits == []
+
+
+async def test_a_video_without_audio_is_no_audio_stream(
+    silent_clip: Path, range_server: tuple[int, RangeServed]
+) -> None:
+    port, served = range_server
+    served.files["/silent.mp4"] = await asyncio.to_thread(silent_clip.read_bytes)
+    asr = ASRProcessor(transcriber=FixedTranscriber("never"))
+    await asr.start()
+    result = await asr.transcribe_url("n", f"http://{HOST}:{port}/silent.mp4", _fetcher())
+    await asr.stop()
+    assert result.error == ASRErrorCode.NO_AUDIO_STREAM, result
