@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import ipaddress
 import itertools
+import os
 import re
 import shutil
 import socket
@@ -496,3 +497,43 @@ async def test_a_video_without_audio_is_no_audio_stream(
     result = await asr.transcribe_url("n", f"http://{HOST}:{port}/silent.mp4", _fetcher())
     await asr.stop()
     assert result.error == ASRErrorCode.NO_AUDIO_STREAM, result
+
+
+def _ffmpeg_children() -> list[int]:
+    """Pids of ffmpeg processes whose parent is this test process."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            text = stat.read_text()
+            comm, rest = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:]
+            if comm == "ffmpeg" and int(rest.split()[1]) == os.getpid():
+                found.append(int(stat.parent.name))
+    return found
+
+
+async def test_a_caller_giving_up_kills_the_in_process_stream(
+    long_bytes: bytes, range_server: tuple[int, RangeServed]
+) -> None:
+    port, served = range_server
+    served.files["/stall.mp4"] = long_bytes
+    served.stalled.add("/stall.mp4")
+    # Long reconnect back-off and wall clock: only killing ffmpeg ends it within 5 s.
+    asr = ASRProcessor(ASRConfig(timeout_s=60, stream_read_timeout_s=60,
+                                 reconnect_delay_max_s=60),
+                       transcriber=FixedTranscriber("never"))
+    await asr.start()
+    try:
+        job = asyncio.create_task(
+            asr.transcribe_url("c", f"http://{HOST}:{port}/stall.mp4", _fetcher()))
+        async with asyncio.timeout(20):
+            while not (served.hits and await asyncio.to_thread(_ffmpeg_children)):  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+        job.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await job
+        async with asyncio.timeout(5):  # killed, not left to the 60 s wall clock
+            while await asyncio.to_thread(_ffmpeg_children):  # noqa: ASYNC110  # /proc
+                await asyncio.sleep(0.05)
+    finally:
+        served.stall.set()
+        await asr.stop()
