@@ -239,13 +239,13 @@ async def test_twenty_minute_video_streamed_in_a_worker_with_bounded_memory(
     assert all(w in words for w in LATE), result.text  # 19 minutes in
     assert not result.capped and abs(result.audio_s - LONG_S) < 2, result.audio_s
     assert all(r.ok and r.text == result.text for r in again), again
-    # Bounded by the chunk, not the video. Measured: 297 MiB after the 70 s clip, 337-352
-    # after 20 minutes (one-off growth: allocator arenas, decoder caches), 363 after an
-    # hour. Asserted: 20 minutes add under 96 MiB, and the next 40 minutes under 32 MiB.
-    # The whole-file path on the same video peaks at 608 MiB (+326 MiB: the whole audio
-    # as float32, and its features), and grows with the length.
-    assert peak_kib - warm_kib < 96 * 1024, (warm_kib, peak_kib)
-    assert hour_kib - peak_kib < 32 * 1024, (peak_kib, hour_kib)
+    # Bounded by the chunk, not the video. Measured over several runs: 297 MiB after the
+    # 70 s clip; 316-352 after 20 minutes and 339-363 after an hour (a one-off rise,
+    # allocator arenas and decoder caches, landing in one pass or another). Asserted: an
+    # hour of audio adds under 128 MiB. The whole-file path on the same 20-minute video
+    # peaks at 608 MiB (+326 MiB: the whole audio as float32, and its features), and
+    # grows with the length.
+    assert hour_kib - warm_kib < 128 * 1024, (warm_kib, peak_kib, hour_kib)
     # ffmpeg read the file by ranges through the proxy (the moov atom is at the end).
     assert any(r not in (None, "bytes=0-") for _, r in served.hits), served.hits
 

@@ -19,7 +19,6 @@ import logging
 import multiprocessing
 import tempfile
 import time
-import wave
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +31,13 @@ import numpy as np
 from grebe.errors import MediaError, UnsafeURLError
 from grebe.inference.base import Transcriber
 from grebe.media.config import ASRConfig, VideoConfig
-from grebe.media.stream_audio import NoAudioStreamError, PCMStream, StreamLimits
-from grebe.media.video import ASR_SAMPLE_RATE, FFmpegError, FFmpegTimeoutError, extract_audio
+from grebe.media.stream_audio import (
+    NoAudioStreamError,
+    PCMStream,
+    StreamLimits,
+    transcribe_stream,
+)
+from grebe.media.video import FFmpegError, FFmpegTimeoutError, extract_audio
 
 if TYPE_CHECKING:
     from grebe.media.fetch import MediaFetcher
@@ -382,34 +386,17 @@ class ASRProcessor:
         return result
 
     async def _stream_in_process(self, key: str, url: str) -> TranscriptResult:
-        """Streaming for an injected Transcriber (which takes WAV files): each chunk is
-        written to a small WAV and transcribed before the next is read."""
+        """Streaming for an injected Transcriber (which takes WAV files)."""
         assert self._transcriber is not None
         started = time.monotonic()
-        parts: list[str] = []
-        language: str | None = None
-        stream = PCMStream(url, self.stream_limits)
         try:
-            with tempfile.TemporaryDirectory(prefix="grebe-asr-") as tmp:
-                await asyncio.to_thread(stream.__enter__)
-                try:
-                    while (chunk := await asyncio.to_thread(stream.read_chunk)) is not None:
-                        wav = Path(tmp) / "chunk.wav"
-                        await asyncio.to_thread(_write_wav, wav, chunk)
-                        left = max(0.0, stream.deadline - time.monotonic())
-                        transcript = await asyncio.wait_for(
-                            self._transcriber.transcribe(wav), left)
-                        if transcript.text:
-                            parts.append(transcript.text)
-                            language = language or transcript.language
-                finally:
-                    await asyncio.to_thread(stream.close)
+            heard = await transcribe_stream(self._transcriber, url, self.stream_limits)
         except NoAudioStreamError as exc:
             return _failure(key, ASRErrorCode.NO_AUDIO_STREAM, str(exc), started)
         except Exception as exc:
             return _failure(key, classify_error(exc), str(exc), started)
-        return TranscriptResult(key=key, text=" ".join(parts), language=language,
-                                audio_s=stream.audio_s, capped=stream.capped,
+        return TranscriptResult(key=key, text=heard.text, language=heard.language,
+                                audio_s=heard.audio_s, capped=heard.capped,
                                 elapsed_s=time.monotonic() - started)
 
     async def _run_in_process(self, key: str, media_path: str) -> TranscriptResult:
@@ -456,15 +443,6 @@ class ASRProcessor:
         if unfinished:
             log.warning("ASR stopped with %d job(s) unfinished", len(unfinished))
         return len(unfinished)
-
-
-def _write_wav(path: Path, samples: np.ndarray) -> None:
-    pcm = (np.clip(samples, -1.0, 1.0) * 32767.0).astype(np.int16)
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(ASR_SAMPLE_RATE)
-        out.writeframes(pcm.tobytes())
 
 
 def _ping() -> bool:

@@ -9,18 +9,23 @@ is killed at the deadline), not bytes. The reader takes `chunk_s` of audio at a 
 memory holds one chunk whatever the length of the video, and the pipe's backpressure
 keeps ffmpeg from running ahead of Whisper.
 
-Blocking (a subprocess and its pipe): call it from a worker process or a thread.
+PCMStream blocks (a subprocess and its pipe): call it from a worker process or a thread;
+`transcribe_stream` drives it from the event loop for an in-process Transcriber.
 """
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import tempfile
 import threading
 import time
+import wave
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +36,9 @@ from grebe.media.video import (
     FFmpegError,
     FFmpegTimeoutError,
 )
+
+if TYPE_CHECKING:
+    from grebe.inference.base import Transcriber
 
 _SAMPLE_BYTES = 2  # s16le
 #: Demuxers ffmpeg may use on a streamed URL: plain containers only. Playlists and
@@ -163,3 +171,47 @@ class PCMStream:
             if any(marker in stderr for marker in _NO_AUDIO_MARKERS):
                 raise NoAudioStreamError("no audio stream")
             raise FFmpegError(f"ffmpeg failed streaming audio (exit {code}): {stderr[-500:]}")
+
+
+@dataclass(frozen=True)
+class StreamedTranscript:
+    text: str
+    language: str | None
+    audio_s: float
+    capped: bool
+
+
+async def transcribe_stream(transcriber: Transcriber, url: str,
+                            limits: StreamLimits) -> StreamedTranscript:
+    """Stream `url` into `transcriber` (which takes WAV files): each chunk is written to
+    a small WAV and transcribed before the next is read, all within `limits.timeout_s`.
+    Cancelling this kills ffmpeg at once. Raises as PCMStream does, TimeoutError, or
+    the transcriber's error."""
+    parts: list[str] = []
+    language: str | None = None
+    with tempfile.TemporaryDirectory(prefix="grebe-asr-") as tmp:
+        stream = PCMStream(url, limits)
+        await asyncio.to_thread(stream.__enter__)
+        try:
+            while (chunk := await asyncio.to_thread(stream.read_chunk)) is not None:
+                wav = Path(tmp) / "chunk.wav"
+                await asyncio.to_thread(write_wav, wav, chunk)
+                left = max(0.0, stream.deadline - time.monotonic())
+                transcript = await asyncio.wait_for(transcriber.transcribe(wav), left)
+                if transcript.text:
+                    parts.append(transcript.text)
+                    language = language or transcript.language
+        finally:
+            await asyncio.to_thread(stream.close)
+    return StreamedTranscript(text=" ".join(parts), language=language,
+                              audio_s=stream.audio_s, capped=stream.capped)
+
+
+def write_wav(path: Path, samples: np.ndarray) -> None:
+    """float32 samples in [-1, 1] -> a 16 kHz mono 16-bit WAV file."""
+    pcm = (np.clip(samples, -1.0, 1.0) * 32767.0).astype(np.int16)
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(ASR_SAMPLE_RATE)
+        out.writeframes(pcm.tobytes())
