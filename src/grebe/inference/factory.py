@@ -29,7 +29,9 @@ inference:
     fallbacks:                 # tried in order when the primary fails or is open
       - {base_url: http://127.0.0.1:11434/v1, model: llama3.2}   # same keys as chat's
   transcriber: {backend: whisper, model_dir: null, language: null, beam_size: 5,
-                num_workers: 1}                  # backend: whisper | none
+                num_workers: 1}                  # backend: whisper | openai | none
+  # openai: {backend: openai, base_url: http://127.0.0.1:8000/v1, model: whisper-1,
+  #          api_key_env: null, timeout_s: 60, max_attempts: 3, response_format: verbose_json}
   ocr: {backend: tesseract, languages: eng, timeout_s: 20}   # tesseract | none
   nsfw: {backend: open_nsfw}                     # open_nsfw | none
   spam_head: {path: null}                        # null: the packaged weights
@@ -117,11 +119,18 @@ class ChatConfig(_Section):
 
 
 class TranscriberConfig(_Section):
-    backend: Literal["whisper", "none"] = "whisper"
+    backend: Literal["whisper", "openai", "none"] = "whisper"
     model_dir: Path | None = None
     language: str | None = None
     beam_size: int = Field(default=5, ge=1)
     num_workers: int = Field(default=1, ge=1)
+    # openai: POST {base_url}/audio/transcriptions (multipart), the model by name
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    timeout_s: float = Field(default=CHAT_TIMEOUT_S, gt=0)
+    max_attempts: int = Field(default=3, ge=1)
+    response_format: Literal["verbose_json", "json"] = "verbose_json"
 
 
 class OCRConfig(_Section):
@@ -165,6 +174,7 @@ def parse_inference_config(section: dict[str, Any] | None) -> InferenceConfig:
     for where, cfg, on in (
         ("embedder", config.embedder, config.embedder.backend == "openai"),
         ("chat", config.chat, config.chat.enabled),
+        ("transcriber", config.transcriber, config.transcriber.backend == "openai"),
     ):
         if on and not (cfg.base_url and cfg.model):
             raise ConfigError(f"inference.{where}: backend openai needs base_url and model")
@@ -245,6 +255,15 @@ def build_transcriber(config: InferenceConfig) -> Transcriber | None:
     cfg = config.transcriber
     if cfg.backend == "none":
         return None
+    if cfg.backend == "openai":
+        from grebe.inference.openai_audio import OpenAITranscriber
+        from grebe.inference.openai_compat import OpenAICompatClient
+
+        client = OpenAICompatClient(cfg.base_url or "", cfg.model or "",
+                                    api_key_env=cfg.api_key_env, timeout_s=cfg.timeout_s,
+                                    max_attempts=cfg.max_attempts)
+        return OpenAITranscriber(client, language=cfg.language,
+                                 response_format=cfg.response_format)
     from grebe.inference.whisper import WhisperTranscriber
 
     return WhisperTranscriber(

@@ -133,9 +133,17 @@ class OpenAICompatClient:
         """POST with breaker and retries; the decoded JSON body of a 2xx answer."""
         if self._client is None:
             raise InferenceError(f"{self.display_url}: request before start()")
-        return await self.breaker.call(lambda: self._post_with_retries(path, body))
+        return await self.breaker.call(lambda: self._post_with_retries(path, {"json": body}))
 
-    async def _post_with_retries(self, path: str, body: dict[str, Any]) -> Any:
+    async def post_multipart(self, path: str, data: dict[str, str],
+                             files: dict[str, tuple[str, bytes, str]]) -> Any:
+        """POST a multipart form (audio uploads), with the same breaker and retries."""
+        if self._client is None:
+            raise InferenceError(f"{self.display_url}: request before start()")
+        request = {"data": data, "files": files}
+        return await self.breaker.call(lambda: self._post_with_retries(path, request))
+
+    async def _post_with_retries(self, path: str, request: dict[str, Any]) -> Any:
         try:
             async for attempt in stamina.retry_context(
                 on=_retry_hook,
@@ -146,7 +154,7 @@ class OpenAICompatClient:
                 wait_jitter=self.backoff_initial_s,
             ):
                 with attempt:
-                    return await self._post_once(path, body)
+                    return await self._post_once(path, request)
         except httpx.TransportError as exc:  # unreachable server: a system fault
             raise ModelUnavailableError(self._scrubbed(
                 f"{self.display_url}{path}: {type(exc).__name__} after "
@@ -154,9 +162,9 @@ class OpenAICompatClient:
             )) from None  # the cause's message may hold the raw URL
         raise AssertionError("unreachable: stamina re-raises the last error")
 
-    async def _post_once(self, path: str, body: dict[str, Any]) -> Any:
+    async def _post_once(self, path: str, request: dict[str, Any]) -> Any:
         assert self._client is not None
-        response = await self._client.post(path, json=body)
+        response = await self._client.post(path, **request)  # json=... or data=/files=
         if response.status_code >= 400:
             message = self._scrubbed(
                 f"{self.display_url}{path}: HTTP {response.status_code}: "

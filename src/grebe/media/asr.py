@@ -19,17 +19,28 @@ import logging
 import multiprocessing
 import tempfile
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cachetools
 import msgspec
+import numpy as np
 
-from grebe.errors import MediaError
+from grebe.errors import MediaError, UnsafeURLError
 from grebe.inference.base import Transcriber
 from grebe.media.config import ASRConfig, VideoConfig
+from grebe.media.stream_audio import (
+    NoAudioStreamError,
+    PCMStream,
+    StreamLimits,
+    transcribe_stream,
+)
 from grebe.media.video import FFmpegError, FFmpegTimeoutError, extract_audio
+
+if TYPE_CHECKING:
+    from grebe.media.fetch import MediaFetcher
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +50,8 @@ class ASRErrorCode(enum.StrEnum):
     FFMPEG_TIMEOUT = "ffmpeg_timeout"
     FFMPEG_ERROR = "ffmpeg_error"
     ASR_TIMEOUT = "asr_timeout"
+    FETCH_ERROR = "fetch_error"  # streaming: the URL could not be read
+    UNSAFE_URL = "unsafe_url"  # streaming: the URL (or a redirect) was refused
     UNKNOWN = "unknown"
 
 
@@ -52,6 +65,7 @@ class TranscriptResult(msgspec.Struct, frozen=True, kw_only=True):
     error: ASRErrorCode | None = None
     detail: str | None = None
     elapsed_s: float = 0.0
+    capped: bool = False  # the duration cap (video.max_audio_s) cut the audio short
 
     @property
     def ok(self) -> bool:
@@ -77,6 +91,7 @@ class WorkerSettings:
     ffmpeg_timeout_s: float
     asr_timeout_s: float
     max_audio_s: float
+    stream: StreamLimits
 
 
 # --- worker process side -------------------------------------------------------------
@@ -97,8 +112,8 @@ def _init_worker(settings: WorkerSettings) -> None:
     )
 
 
-def transcribe_wav(model: Any, wav: Path, settings: WorkerSettings, deadline: float) -> \
-        tuple[str, str | None, float]:
+def transcribe_wav(model: Any, wav: Path | np.ndarray, settings: WorkerSettings,
+                   deadline: float) -> tuple[str, str | None, float]:
     """Run Whisper, checking the deadline between segments (faster-whisper decodes
     lazily, so stopping the iteration stops the work). Raises TimeoutError.
 
@@ -107,7 +122,8 @@ def transcribe_wav(model: Any, wav: Path, settings: WorkerSettings, deadline: fl
     collects every segment before returning, so a timed-out job would keep its worker
     busy to the end. In-process use of WhisperTranscriber goes through `transcriber=`."""
     segments, info = model.transcribe(
-        str(wav), beam_size=settings.beam_size, language=settings.language,
+        str(wav) if isinstance(wav, Path) else wav, beam_size=settings.beam_size,
+        language=settings.language,
         vad_filter=True, condition_on_previous_text=False,
     )
     parts = []
@@ -136,6 +152,31 @@ def _run_job(key: str, media_path: str) -> TranscriptResult:
         except Exception as exc:  # a job never raises: its failure is a result
             return _failure(key, classify_error(exc), str(exc), started)
     return TranscriptResult(key=key, text=text, language=language, audio_s=audio_s,
+                            elapsed_s=time.monotonic() - started)
+
+
+def _run_stream_job(key: str, url: str) -> TranscriptResult:
+    """One streaming job inside a worker: ffmpeg reads `url` (the loopback proxy) and the
+    model takes the audio a chunk at a time, within one deadline for both."""
+    settings, model = _worker_settings, _worker_model
+    assert settings is not None and model is not None, "worker not initialised"
+    started = time.monotonic()
+    deadline = started + settings.asr_timeout_s
+    parts: list[str] = []
+    language: str | None = None
+    try:
+        with PCMStream(url, settings.stream, deadline=deadline) as stream:
+            for chunk in stream:
+                text, lang, _ = transcribe_wav(model, chunk, settings, deadline)
+                if text:
+                    parts.append(text)
+                    language = language or lang
+    except NoAudioStreamError as exc:
+        return _failure(key, ASRErrorCode.NO_AUDIO_STREAM, str(exc), started)
+    except Exception as exc:  # a job never raises: its failure is a result
+        return _failure(key, classify_error(exc), str(exc), started)
+    return TranscriptResult(key=key, text=" ".join(parts), language=language,
+                            audio_s=stream.audio_s, capped=stream.capped,
                             elapsed_s=time.monotonic() - started)
 
 
@@ -202,6 +243,15 @@ class ASRProcessor:
             ffmpeg_timeout_s=self.video.ffmpeg_timeout_s,
             asr_timeout_s=self.config.timeout_s,
             max_audio_s=self.video.max_audio_s,
+            stream=self.stream_limits,
+        )
+
+    @property
+    def stream_limits(self) -> StreamLimits:
+        return StreamLimits(
+            max_audio_s=self.video.max_audio_s, chunk_s=self.config.chunk_s,
+            timeout_s=self.config.timeout_s, read_timeout_s=self.config.stream_read_timeout_s,
+            reconnect_delay_max_s=self.config.reconnect_delay_max_s,
         )
 
     async def start(self) -> None:
@@ -231,6 +281,16 @@ class ASRProcessor:
 
     async def transcribe(self, key: str, media_path: str | Path) -> TranscriptResult:
         """The transcript of the media at `media_path`, keyed by `key` (post id or URL)."""
+        return await self._join(key, lambda: self._run(key, str(media_path)))
+
+    async def transcribe_url(self, key: str, url: str, fetcher: MediaFetcher) -> TranscriptResult:
+        """The transcript of the http(s) media at `url`, streamed (see stream_audio):
+        ffmpeg reads it through a StreamProxy that vets every request with `fetcher`.
+        Same de-duplication and cache as transcribe(), by `key`."""
+        return await self._join(key, lambda: self._run_stream(key, url, fetcher))
+
+    async def _join(self, key: str,
+                    job: Callable[[], Coroutine[Any, Any, TranscriptResult]]) -> TranscriptResult:
         if not self._accepting:
             raise MediaError("the ASR processor is not running (start() it, or it is stopping)")
         self.stats.requests += 1
@@ -240,7 +300,7 @@ class ASRProcessor:
             return cached
         task = self._in_flight.get(key)
         if task is None:
-            task = asyncio.create_task(self._run(key, str(media_path)), name=f"asr:{key}")
+            task = asyncio.create_task(job(), name=f"asr:{key}")
             self._in_flight[key] = task
             task.add_done_callback(functools.partial(self._finished, key))
             self.stats.jobs += 1
@@ -294,6 +354,50 @@ class ASRProcessor:
                             f"no result within {backstop:g}s", started)
         except concurrent.futures.BrokenExecutor as exc:
             return _failure(key, ASRErrorCode.UNKNOWN, f"ASR worker died: {exc}", started)
+
+    async def _run_stream(self, key: str, url: str, fetcher: MediaFetcher) -> TranscriptResult:
+        from grebe.media.stream_proxy import StreamProxy
+
+        started = time.monotonic()
+        backstop = self.config.timeout_s + 5.0  # the job stops itself at timeout_s
+        proxy = StreamProxy(fetcher, url, read_timeout_s=self.config.stream_read_timeout_s)
+        try:
+            async with proxy:
+                if self._transcriber is not None:
+                    result = await asyncio.wait_for(
+                        self._stream_in_process(key, proxy.local_url), backstop)
+                else:
+                    assert self._pool is not None
+                    loop = asyncio.get_running_loop()
+                    result = await asyncio.wait_for(loop.run_in_executor(
+                        self._pool, _run_stream_job, key, proxy.local_url), backstop)
+        except UnsafeURLError as exc:
+            return _failure(key, ASRErrorCode.UNSAFE_URL, str(exc), started)
+        except MediaError as exc:
+            return _failure(key, ASRErrorCode.FETCH_ERROR, str(exc), started)
+        except TimeoutError:
+            return _failure(key, ASRErrorCode.ASR_TIMEOUT, f"no result within {backstop:g}s",
+                            started)
+        except concurrent.futures.BrokenExecutor as exc:
+            return _failure(key, ASRErrorCode.UNKNOWN, f"ASR worker died: {exc}", started)
+        if proxy.failure is not None and not result.ok:  # ffmpeg only saw a 502: say why
+            code = ASRErrorCode.UNSAFE_URL if proxy.refused else ASRErrorCode.FETCH_ERROR
+            return _failure(key, code, proxy.failure, started)
+        return result
+
+    async def _stream_in_process(self, key: str, url: str) -> TranscriptResult:
+        """Streaming for an injected Transcriber (which takes WAV files)."""
+        assert self._transcriber is not None
+        started = time.monotonic()
+        try:
+            heard = await transcribe_stream(self._transcriber, url, self.stream_limits)
+        except NoAudioStreamError as exc:
+            return _failure(key, ASRErrorCode.NO_AUDIO_STREAM, str(exc), started)
+        except Exception as exc:
+            return _failure(key, classify_error(exc), str(exc), started)
+        return TranscriptResult(key=key, text=heard.text, language=heard.language,
+                                audio_s=heard.audio_s, capped=heard.capped,
+                                elapsed_s=time.monotonic() - started)
 
     async def _run_in_process(self, key: str, media_path: str) -> TranscriptResult:
         assert self._transcriber is not None

@@ -72,6 +72,13 @@ class ASRConfig(_Section):
     cache_ttl_s: float = Field(default=3600.0, gt=0)
     cache_size: int = Field(default=4096, ge=1)
     drain_window_s: float = Field(default=20.0, ge=0)
+    # Streaming: ffmpeg reads http(s) media itself (through the SSRF-checking loopback
+    # proxy), audio only, capped by `video.max_audio_s` and by `timeout_s` (wall clock,
+    # streaming and transcribing together), fed to the model `chunk_s` at a time.
+    streaming: bool = True
+    chunk_s: float = Field(default=60.0, ge=1.0)
+    stream_read_timeout_s: float = Field(default=15.0, gt=0)  # a silent connection
+    reconnect_delay_max_s: int = Field(default=5, ge=0)  # ffmpeg's reconnect back-off
 
 
 class DedupConfig(_Section):

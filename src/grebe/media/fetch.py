@@ -262,6 +262,21 @@ class MediaFetcher:
             return first.ipv4_mapped
         return first
 
+    async def vet(self, url: str) -> IPAddress:
+        """The one checked address to connect to for `url` (http/https only), or
+        UnsafeURLError: what other readers of a URL (streaming ASR) pin to."""
+        parts = urlsplit(url.strip())
+        if parts.scheme.lower() not in ("http", "https"):
+            raise UnsafeURLError(f"scheme {parts.scheme!r} is not allowed (http and https "
+                                 f"only): {url}")
+        return await self._vet(url, parts)
+
+    def pinned_pool(self, address: IPAddress) -> httpcore.AsyncConnectionPool:
+        """A one-connection pool that connects only to `address` (see _PinnedBackend)."""
+        return httpcore.AsyncConnectionPool(
+            ssl_context=self._ssl, max_connections=1, network_backend=_PinnedBackend(address)
+        )
+
     def _allowed(self, address: IPAddress) -> bool:
         return any(address.version == n.version and address in n for n in self._allow)
 

@@ -71,6 +71,8 @@ class ItemReport(msgspec.Struct, kw_only=True):
     transcript: str = ""
     transcript_language: str | None = None
     transcript_error: str | None = None  # an ASRErrorCode value
+    transcript_detail: str | None = None  # why, when transcript_error is set
+    transcript_capped: bool = False  # only the first `video.max_audio_s` was transcribed
     duplicates: list[DuplicateRef] = []
     error: str | None = None  # fatal: the item could not be processed
     warnings: list[str] = []  # a model failed; the rest of the report stands
@@ -89,7 +91,8 @@ class ItemReport(msgspec.Struct, kw_only=True):
             why = next((w for w in self.warnings if w.startswith(WARN_NSFW)), NO_NSFW_MODEL)
             return f"not scored for nudity ({why})"
         if self.transcript_error not in (None, ASRErrorCode.NO_AUDIO_STREAM.value):
-            return f"speech not transcribed ({self.transcript_error})"
+            why = f": {self.transcript_detail}" if self.transcript_detail else ""
+            return f"speech not transcribed ({self.transcript_error}{why})"
         return None
 
 
@@ -421,11 +424,17 @@ class MediaPipeline:
             return
         assert job.fetched is not None
         # Keyed by URL: the same video reposted by many posts is transcribed once.
-        result = await self.asr.transcribe(job.report.url, job.fetched.path)
+        url = job.report.url
+        if self.config.asr.streaming and url.lower().startswith(("http://", "https://")):
+            result = await self.asr.transcribe_url(url, url, self.fetcher)
+        else:
+            result = await self.asr.transcribe(url, job.fetched.path)
         job.report.transcript = result.text
         job.report.transcript_language = result.language
+        job.report.transcript_capped = result.capped
         if result.error is not None:
             job.report.transcript_error = result.error.value
+            job.report.transcript_detail = result.detail
 
     async def _dedup(self, job: _Job) -> None:
         if not job.views:
