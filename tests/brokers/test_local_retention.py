@@ -133,12 +133,13 @@ async def test_the_log_stays_bounded_under_a_steady_stream_through_a_source(tmp_
     )
     await source.start()
     sizes, seen = [], 0
-    for _ in range(25):
+    for round_ in range(25):
         await _append(producer_log, "posts", 200, size=1000)
-        while seen < (_ + 1) * 200:
-            for message in await source.poll(500, 0.5):
-                await source.ack(message, Outcome.DONE)
-                seen += 1
+        async with asyncio.timeout(30):  # a trimmed unread message would never arrive
+            while seen < (round_ + 1) * 200:
+                for message in await source.poll(500, 0.5):
+                    await source.ack(message, Outcome.DONE)
+                    seen += 1
         await source.commit()
         await asyncio.sleep(0.12)  # let the retention loop run (interval 0.05 s)
         sizes.append(path.stat().st_size)
@@ -148,4 +149,19 @@ async def test_the_log_stays_bounded_under_a_steady_stream_through_a_source(tmp_
     # 5 MB went through; the file holds about the last 20 kB plus free pages.
     assert max(sizes[10:]) <= max(sizes[:10]) * 1.1, sizes
     assert seen == 5000
+    await producer_log.close()
+
+
+async def test_a_new_consumer_is_protected_before_its_first_commit(tmp_path):
+    """A consumer group that has not committed yet still owns its backlog: starting a
+    source registers the group at its positions, so a trim right then keeps everything."""
+    producer_log = await _log(tmp_path, partitions=1)
+    await _append(producer_log, "posts", 100, size=1000)
+    source = LocalSource("s", LocalLog(tmp_path / "log.db", partitions=1), topic="posts")
+    await source.start()
+    deleted = await producer_log.trim(RetentionPolicy(max_bytes=5_000), time.time())
+    assert deleted == {}
+    messages = await source.poll(500, 0.5)
+    assert [m.offset for m in messages] == list(range(100))
+    await source.stop()
     await producer_log.close()

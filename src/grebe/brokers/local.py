@@ -521,10 +521,15 @@ class LocalSource:
             topic = await self._log.topic(self.topic)
             await self._log.topic(self._dead_letter_topic, C.DEFAULT_DEAD_LETTER_PARTITIONS)
             committed = await self._log.committed(self.group, self.topic)
+            positions = {p: committed.get(p, 0) for p in range(topic.partitions)}
+            if positions != committed:
+                # Register the group on every partition before it reads anything, so
+                # retention keeps what a new consumer has yet to read (local_retention).
+                await self._log.commit(self.group, self.topic, positions)
         except BaseException:
             self._lock.release()
             raise
-        self._positions = {p: committed.get(p, 0) for p in range(topic.partitions)}
+        self._positions = positions
         for part, offset in committed.items():
             self._tracker.mark_committed(part, offset)
         self._committed = dict(committed)
