@@ -23,6 +23,7 @@ DEFAULT_OTLP_ENDPOINT = "http://127.0.0.1:4318/v1/traces"  # OTLP over HTTP, a l
 MAX_MESSAGE_BYTES = 1 << 20  # one post with its context; media travel as URLs
 MAX_FREE_FORM_DEPTH = 32  # nesting of a producer's free-form `context.extra`
 MAX_FREE_FORM_ITEMS = 10_000  # values in it
+MAX_QUOTE_DEPTH = 3  # a quoted post quoting a quoted post...: deeper is refused
 DEFAULT_BACKOFF_BASE_S = 0.2
 DEFAULT_BACKOFF_MAX_S = 30.0
 DEFAULT_POLL_BATCH = 512
@@ -53,6 +54,7 @@ DLQ_REPLAY_GROUP = "grebe-dlq-replay"
 
 # Plans bundled with grebe.
 DEFAULT_PLANS_FACTORY = "grebe.flows.basic:build_bundle"
+FLOWS_PLANS_FACTORY = "grebe.flows.registry:build_bundle"  # every product flow
 NOOP_ELIGIBILITY = "noop"
 BASIC_ELIGIBILITY = "basic"
 

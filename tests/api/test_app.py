@@ -51,7 +51,7 @@ async def test_submitted_posts_are_annotated_and_served(api):
 
 
 @pytest.mark.parametrize(("body", "needle"), [
-    (b'{"id": "x"}', "author_id"),  # a Post without its author
+    (b'{"author_id": "x"}', "`id`"),  # a Post without its id (an id-only one is fine)
     (b'{"post": {"id": 5, "author_id": "a"}}', "str"),
     (b"[]", "no posts"),
     (b"", "empty body"),
@@ -69,7 +69,7 @@ async def test_bad_input_is_refused_with_the_reason(api, body, needle):
 async def test_one_bad_item_refuses_the_whole_array(api):
     service, client = api
     response = await client.post("/v1/posts", content=json.dumps(
-        [post(0), {"post": {"id": "p1"}}, post(2), "nonsense"]))
+        [post(0), {"post": {"author_id": "a"}}, post(2), "nonsense"]))
     assert response.status_code == 422
     problems = response.json()["problems"]
     assert [p["index"] for p in problems] == [1, 3]
