@@ -58,6 +58,18 @@ FLOWS_PLANS_FACTORY = "grebe.flows.registry:build_bundle"  # every product flow
 NOOP_ELIGIBILITY = "noop"
 BASIC_ELIGIBILITY = "basic"
 
+# Hydration by id (grebe.hydration, docs/hydration.md).
+DEFAULT_POST_TABLE_DB = "posts.db"  # the embedded post table, beside annotations.db
+DEFAULT_HYDRATION_RECENT_POSTS = 5  # the author's latest posts put in the context
+DEFAULT_HYDRATION_CACHE_TTL_S = 60.0
+DEFAULT_HYDRATION_CACHE_MAXSIZE = 50_000
+DEFAULT_HYDRATION_HTTP_TIMEOUT_S = 2.0
+DEFAULT_POSTGRES_POST_TABLE_PREFIX = "grebe"  # tables <prefix>_posts, <prefix>_users
+HYDRATION_SQL_CHUNK = 500  # ids per IN (...) query
+HYDRATION_REASON_KEY = "hydration"  # TaskResult.reasons key of a hydration skip
+HYDRATION_NOT_FOUND = "not_found"  # the post a message names is in no table
+HYDRATION_NO_POST = "no_post"  # a user-only payload: plans that need a post skip
+
 # Engine processes.
 ENGINE_IPC_BATCH = 256  # payloads per IPC frame
 ENGINE_START_TIMEOUT_S = 60.0

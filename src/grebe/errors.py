@@ -51,3 +51,16 @@ class MediaTooLargeError(MediaError):
 
 class ServingError(GrebeError):
     """A serving call failed: thunder unavailable, overloaded, or refused the request."""
+
+
+class HydrationError(GrebeError):
+    """Hydration by id (grebe.hydration) failed."""
+
+
+class HydrationUnavailableError(HydrationError):
+    """The post/user lookup is down (database unreachable, HTTP lookup failing): the
+    system's fault, not the post's. Retried, never a reason to call the post malformed.
+
+    When `errors.SystemFault` lands (branch delivery), this becomes one of its subclasses
+    (`class HydrationUnavailableError(HydrationError, SystemFault)`), so the dispatcher
+    pauses and retries instead of dead-lettering."""
