@@ -54,6 +54,7 @@ DLQ_REPLAY_GROUP = "grebe-dlq-replay"
 
 # Plans bundled with grebe.
 DEFAULT_PLANS_FACTORY = "grebe.flows.basic:build_bundle"
+PACKAGED_DEFAULT_CONFIG = "data/default.yaml"  # `grebe run`/`serve` with no config file
 FLOWS_PLANS_FACTORY = "grebe.flows.registry:build_bundle"  # every product flow
 NOOP_ELIGIBILITY = "noop"
 BASIC_ELIGIBILITY = "basic"
