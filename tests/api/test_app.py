@@ -168,7 +168,9 @@ async def test_health_and_readiness_follow_the_drain(api):
 async def test_analyze_refuses_bad_input_before_loading_models(api):
     service, client = api
     for body, status, needle in ((b"{", 400, "malformed"), (b"[]", 422, "not an array"),
-                                 (b'{"post": {"text": "hi"}}', 422, "id")):
+                                 (b'{"post": {"text": "hi"}}', 422, "id"),
+                                 (b'{"post": {"id": "1"}}', 422, "only ids"),
+                                 (b'{"user": {"id": "u"}}', 422, "only ids")):
         response = await client.post("/v1/analyze", content=body)
         assert response.status_code == status
         assert needle in json.dumps(response.json())
