@@ -140,6 +140,7 @@ class HydrationConfig(Section):
     recent_posts: int = Field(default=C.DEFAULT_HYDRATION_RECENT_POSTS, ge=0)  # 0: none
     cache_ttl_s: float = Field(default=C.DEFAULT_HYDRATION_CACHE_TTL_S, gt=0)
     cache_maxsize: int = Field(default=C.DEFAULT_HYDRATION_CACHE_MAXSIZE, ge=1)
+    user_miss_ttl_s: float = Field(default=C.DEFAULT_HYDRATION_MISS_TTL_S, ge=0)  # 0: no
 
     @model_validator(mode="after")
     def _http_needs_url(self) -> HydrationConfig:

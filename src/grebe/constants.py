@@ -61,8 +61,11 @@ BASIC_ELIGIBILITY = "basic"
 
 # Hydration by id (grebe.hydration, docs/hydration.md).
 DEFAULT_POST_TABLE_DB = "posts.db"  # the embedded post table, beside annotations.db
-DEFAULT_HYDRATION_RECENT_POSTS = 5  # the author's latest posts put in the context
+# The author's latest posts put in the context; 0 (off) until a flow reads them: the
+# lookup costs ~15 us of CPU per post on the no-op runtime bench (docs/hydration.md).
+DEFAULT_HYDRATION_RECENT_POSTS = 0
 DEFAULT_HYDRATION_CACHE_TTL_S = 60.0
+DEFAULT_HYDRATION_MISS_TTL_S = 30.0  # a user not found is not looked up again for this long
 DEFAULT_HYDRATION_CACHE_MAXSIZE = 50_000
 DEFAULT_HYDRATION_HTTP_TIMEOUT_S = 2.0
 DEFAULT_POSTGRES_POST_TABLE_PREFIX = "grebe"  # tables <prefix>_posts, <prefix>_users

@@ -51,6 +51,23 @@ async def test_concurrent_lookups_of_one_id_share_one_fetch():
     assert loader.calls[-1] == ["missing"]  # a miss is not cached: it may be recorded soon
 
 
+async def test_a_missing_user_is_not_looked_up_again_within_the_miss_ttl():
+    loader = HeldLoader()
+    looked_up: list[list[str]] = []
+
+    async def get_users(ids):
+        looked_up.append(list(ids))
+        return {}
+
+    loader.get_users = get_users
+    cache = CachedLoader(loader, ttl_s=60, maxsize=100, miss_ttl_s=60)
+    assert await cache.get_users(["ghost"]) == {}
+    assert await cache.get_users(["ghost"]) == {}
+    assert looked_up == [["ghost"]]
+    cache.remember([], [User(id="ghost")])  # recorded here since: found at once
+    assert "ghost" in await cache.get_users(["ghost"])
+
+
 async def test_entries_expire_after_the_ttl():
     loader = HeldLoader()
     loader.release.set()

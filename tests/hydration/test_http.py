@@ -63,7 +63,7 @@ async def test_http_lookup_hydrates_an_id_only_message(lookup_url):
     loader = HttpLoader(lookup_url, timeout_s=2)
     await loader.start()
     try:
-        hydrated = await Hydrator(loader).hydrate(
+        hydrated = await Hydrator(loader, recent_posts=3).hydrate(
             TaskPayload(payload_id="x", post=Post(id="p1")))
         assert not isinstance(hydrated, Skip)
         assert hydrated.post.text == "hello" and hydrated.user.country == "FR"

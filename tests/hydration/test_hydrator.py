@@ -37,7 +37,8 @@ def _payload(post, **kwargs):
 
 
 async def test_an_id_only_message_gets_post_author_parent_root_and_recent(table):
-    hydrator = Hydrator(CachedLoader(table, ttl_s=60, maxsize=100), table=table)
+    hydrator = Hydrator(CachedLoader(table, ttl_s=60, maxsize=100), table=table,
+                        recent_posts=5)
     hydrated = await hydrator.hydrate(_payload(Post(id="reply")))
     assert not isinstance(hydrated, Skip)
     context = hydrated.context

@@ -40,7 +40,8 @@ def build_source(config: GrebeConfig) -> tuple[Loader, PostTable | None]:
 def build_hydrator(config: GrebeConfig) -> tuple[Hydrator, CachedLoader]:
     settings = config.hydration
     source, table = build_source(config)
-    cached = CachedLoader(source, ttl_s=settings.cache_ttl_s, maxsize=settings.cache_maxsize)
+    cached = CachedLoader(source, ttl_s=settings.cache_ttl_s, maxsize=settings.cache_maxsize,
+                          miss_ttl_s=settings.user_miss_ttl_s)
     return Hydrator(cached, table=table, recent_posts=settings.recent_posts), cached
 
 
