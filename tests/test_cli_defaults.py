@@ -11,9 +11,14 @@ from grebe.cli import app
 
 
 @pytest.mark.slow
-def test_no_config_ingest_then_run_annotates_with_the_default_flows(
-        tmp_path, monkeypatch, caplog):
-    caplog.set_level(logging.INFO)
+def test_no_config_ingest_then_run_annotates_with_the_default_flows(tmp_path, monkeypatch):
+    # Its own handler on the start-log's logger: other tests reconfigure the root logger.
+    lines: list[str] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
+    coverage_log = logging.getLogger("grebe.core.coverage")
+    monkeypatch.setattr(coverage_log, "level", logging.INFO)
+    monkeypatch.setattr(coverage_log, "handlers", [handler])
     monkeypatch.delenv(C.CONFIG_ENV_VAR, raising=False)
     monkeypatch.setenv("GREBE_DATA_DIR", str(tmp_path / "var"))
     monkeypatch.setenv("GREBE_METRICS__ENABLED", "false")
@@ -28,7 +33,7 @@ def test_no_config_ingest_then_run_annotates_with_the_default_flows(
     assert result.exit_code == 0, result.output
     assert "running the defaults of" in result.output
     assert "stream unified_posts runs: post_safety, post_embedding_with_summary, mm_emb_v5" \
-        in caplog.text
+        in lines
     shown = runner.invoke(app, ["annotations", "d1", "--json"])
     assert shown.exit_code == 0, shown.output
     producers = {row["producer"] for row in json.loads(shown.output)}
