@@ -4,10 +4,13 @@ The recorded bytes in tests/data/schema_v1 were written by the code before the r
 data model (issue 12 item 2); a field added to types.py without a default fails here.
 """
 
+import json
 from pathlib import Path
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from grebe import codec
 from grebe.errors import DecodeError
@@ -76,3 +79,38 @@ def test_id_only_and_user_only_messages_decode():
 def test_bad_new_shapes_are_decode_errors(raw, fragment):
     with pytest.raises(DecodeError, match=fragment):
         codec.decode_envelope(raw)
+
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**80), max_value=2**80)
+    | st.floats(allow_nan=False) | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
+                                                                max_size=3),
+    max_leaves=12,
+)
+_new_post_fields = st.fixed_dictionaries({"id": st.text(max_size=6)}, optional={
+    "quoted_post": _values, "ancestor_ids": _values, "urls": _values, "cards": _values,
+    "quote_count": _values, "bookmark_count": _values, "safety_labels": _values,
+})
+_new_user_fields = st.fixed_dictionaries({"id": st.text(max_size=6)}, optional={
+    "protected": _values, "name": _values, "country": _values, "risk_signals": _values,
+})
+_new_context = st.fixed_dictionaries({}, optional={
+    "root": _values, "parent_author": _values, "parent_author_followers": _values,
+    "recent_posts": _values,
+})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.fixed_dictionaries({}, optional={
+    "post": _new_post_fields, "user": _new_user_fields, "context": _new_context}))
+def test_hostile_new_fields_decode_or_fail_cleanly_and_what_decodes_is_carriable(message):
+    raw = json.dumps(message).encode("utf-8", "surrogatepass")
+    try:
+        envelope = codec.decode_envelope(raw)
+    except DecodeError:
+        return
+    payload = TaskPayload(payload_id="x", post=envelope.post, user=envelope.user,
+                          context=envelope.context or UserContext())
+    assert msgspec.msgpack.decode(msgspec.msgpack.encode(payload), type=TaskPayload) == payload
+    codec.encode(payload)
