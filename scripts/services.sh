@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # The real servers grebe talks to at scale, on 127.0.0.1 only:
 #   Redis 6379, RabbitMQ 5672, PostgreSQL 5432 (role/db grebe/grebe), Kafka 9092 (KRaft,
-#   controller on 9093).
+#   controller on 9093), with a SASL_SSL listener on 9094 (SCRAM-SHA-512, SCRAM-SHA-256
+#   and PLAIN, user grebe / grebe-secret) and an SSL listener requiring client
+#   certificates (mTLS) on 9095; the test CA, broker and client certificates are made
+#   once into .cache/services/kafka-tls/. GREBE_KAFKA_PORT, GREBE_KAFKA_CONTROLLER_PORT,
+#   GREBE_KAFKA_SASL_SSL_PORT and GREBE_KAFKA_MTLS_PORT move Kafka's ports (a second,
+#   scratch broker: it gets its own storage, .cache/kafka-<port>, and pid file);
+#   GREBE_KAFKA_TLS_DIR moves the certificates (tests read the same variable).
 # Usage: scripts/services.sh up|down|status [redis|postgres|rabbitmq|kafka ...]
 #        scripts/services.sh tools   # fetch Kafka's command-line tools only (see below)
 #
@@ -19,7 +25,20 @@ ROOT=$PWD
 
 CACHE=$ROOT/.cache/services
 LOGS=$CACHE/logs
-KAFKA_HOME=$ROOT/.cache/kafka  # this checkout's broker config and storage
+KAFKA_PORT=${GREBE_KAFKA_PORT:-9092}
+KAFKA_CONTROLLER_PORT=${GREBE_KAFKA_CONTROLLER_PORT:-9093}
+KAFKA_SASL_SSL_PORT=${GREBE_KAFKA_SASL_SSL_PORT:-9094}
+KAFKA_MTLS_PORT=${GREBE_KAFKA_MTLS_PORT:-9095}
+# This checkout's broker config and storage; a broker on other ports gets its own.
+if [ "$KAFKA_PORT" = 9092 ]; then KAFKA_HOME=$ROOT/.cache/kafka; KAFKA_PIDFILE=$CACHE/kafka.pid
+else KAFKA_HOME=$ROOT/.cache/kafka-$KAFKA_PORT; KAFKA_PIDFILE=$CACHE/kafka-$KAFKA_PORT.pid; fi
+KAFKA_TLS=${GREBE_KAFKA_TLS_DIR:-$CACHE/kafka-tls}  # test CA, broker keystore, client PEMs
+KAFKA_TLS_PASS=grebe-tls  # of the broker's PKCS12 keystore and truststore (test only)
+KAFKA_SASL_USER=grebe  # the test listener's user, for PLAIN and both SCRAM mechanisms
+KAFKA_SASL_PASSWORD=grebe-secret
+KAFKA_SCRAM_MARKER=$KAFKA_HOME/data/.grebe-scram-users  # the storage has the SCRAM users
+KAFKA_LOG=$LOGS/kafka  # .log (log4j), .out (stdout); kafka-<port>.* for a scratch broker
+[ "$KAFKA_PORT" = 9092 ] || KAFKA_LOG=$LOGS/kafka-$KAFKA_PORT
 KAFKA_VERSION=${GREBE_KAFKA_VERSION:-3.9.1}
 # Jars are shared by every checkout on the machine, so a fresh clone does not refetch them.
 KAFKA_LIBS=${GREBE_CACHE_DIR:-$HOME/.cache/grebe}/kafka-$KAFKA_VERSION/libs
@@ -29,8 +48,6 @@ HOST=127.0.0.1
 REDIS_PORT=6379
 RABBIT_PORT=5672
 PG_PORT=5432
-KAFKA_PORT=9092
-KAFKA_CONTROLLER_PORT=9093
 WAIT_S=${GREBE_SERVICES_WAIT_S:-90}
 ALL_SERVICES=(redis postgres rabbitmq kafka)
 
@@ -243,17 +260,66 @@ EOF
   touch "$marker"
 }
 
+kafka_tls() {  # the test CA, broker and client certificates, made once
+  [ -f "$KAFKA_TLS/.complete" ] && return 0
+  log "kafka: making the test CA and certificates in $KAFKA_TLS"
+  rm -rf "$KAFKA_TLS"
+  mkdir -p "$KAFKA_TLS"
+  # Leaf extensions as Python's strict X.509 verification wants them (key identifiers,
+  # CA:FALSE); the broker's names cover how clients dial it (127.0.0.1, localhost).
+  local leaf="basicConstraints=critical,CA:FALSE
+subjectKeyIdentifier=hash
+authorityKeyIdentifier=keyid,issuer
+keyUsage=critical,digitalSignature,keyEncipherment"
+  (
+    cd "$KAFKA_TLS"
+    umask 077
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=grebe test CA" \
+      -keyout ca.key -out ca.pem
+    printf '%s\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:%s,DNS:localhost\n' \
+      "$leaf" "$HOST" >broker.ext
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout broker.key -out broker.csr
+    openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 3650 \
+      -extfile broker.ext -out broker.pem
+    printf '%s\nextendedKeyUsage=clientAuth\n' "$leaf" >client.ext
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=grebe-client" -keyout client.key -out client.csr
+    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 3650 \
+      -extfile client.ext -out client.pem
+    # The broker reads PKCS12: its key and chain, and a truststore holding the CA.
+    openssl pkcs12 -export -in broker.pem -inkey broker.key -certfile ca.pem -name broker \
+      -out broker.p12 -passout "pass:$KAFKA_TLS_PASS"
+    keytool -importcert -noprompt -alias grebe-ca -file ca.pem -keystore truststore.p12 \
+      -storetype PKCS12 -storepass "$KAFKA_TLS_PASS"
+    rm -f ./*.csr ./*.ext ca.srl
+  ) >"$LOGS/kafka-tls.log" 2>&1 || { cat "$LOGS/kafka-tls.log" >&2; die "kafka: certificates failed"; }
+  touch "$KAFKA_TLS/.complete"
+}
+
 kafka_configure() {
   mkdir -p "$KAFKA_HOME/data"
   cat >"$KAFKA_HOME/server.properties" <<EOF
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@$HOST:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://$HOST:$KAFKA_PORT,CONTROLLER://$HOST:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://$HOST:$KAFKA_PORT
+listeners=PLAINTEXT://$HOST:$KAFKA_PORT,CONTROLLER://$HOST:$KAFKA_CONTROLLER_PORT,SASL_SSL://$HOST:$KAFKA_SASL_SSL_PORT,MTLS://$HOST:$KAFKA_MTLS_PORT
+advertised.listeners=PLAINTEXT://$HOST:$KAFKA_PORT,SASL_SSL://$HOST:$KAFKA_SASL_SSL_PORT,MTLS://$HOST:$KAFKA_MTLS_PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,MTLS:SSL
+# SASL_SSL: PLAIN (users in the JAAS line) and SCRAM (users stored in the cluster
+# metadata by kafka_scram_users); MTLS: TLS with a client certificate required.
+listener.name.sasl_ssl.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$KAFKA_SASL_USER="$KAFKA_SASL_PASSWORD";
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.mtls.ssl.client.auth=required
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$KAFKA_TLS/broker.p12
+ssl.keystore.password=$KAFKA_TLS_PASS
+ssl.key.password=$KAFKA_TLS_PASS
+ssl.truststore.type=PKCS12
+ssl.truststore.location=$KAFKA_TLS/truststore.p12
+ssl.truststore.password=$KAFKA_TLS_PASS
 log.dirs=$KAFKA_HOME/data
 num.partitions=1
 auto.create.topics.enable=true
@@ -271,7 +337,7 @@ EOF
   cat >"$KAFKA_HOME/log4j.properties" <<EOF
 log4j.rootLogger=WARN, file
 log4j.appender.file=org.apache.log4j.RollingFileAppender
-log4j.appender.file.File=$LOGS/kafka.log
+log4j.appender.file.File=$KAFKA_LOG.log
 log4j.appender.file.MaxFileSize=10MB
 log4j.appender.file.MaxBackupIndex=2
 log4j.appender.file.layout=org.apache.log4j.PatternLayout
@@ -290,8 +356,12 @@ kafka_format() {
   [ -f "$KAFKA_HOME/data/meta.properties" ] && return 0
   log "kafka: formatting KRaft storage"
   local cluster_id; cluster_id=$(kafka_java kafka.tools.StorageTool random-uuid)
+  # Fresh storage gets the SCRAM users at format time (no extra JVM after start).
   kafka_java kafka.tools.StorageTool format -t "$cluster_id" -c "$KAFKA_HOME/server.properties" \
-    >"$LOGS/kafka-format.log" 2>&1 || { cat "$LOGS/kafka-format.log" >&2; die "kafka: format failed"; }
+    --add-scram "SCRAM-SHA-256=[name=$KAFKA_SASL_USER,password=$KAFKA_SASL_PASSWORD]" \
+    --add-scram "SCRAM-SHA-512=[name=$KAFKA_SASL_USER,password=$KAFKA_SASL_PASSWORD]" \
+    >"$KAFKA_LOG-format.log" 2>&1 || { cat "$KAFKA_LOG-format.log" >&2; die "kafka: format failed"; }
+  touch "$KAFKA_SCRAM_MARKER"
 }
 
 kafka_metadata() {  # a real metadata request, not just an open port
@@ -315,17 +385,48 @@ EOF
   fi
 }
 
-kafka_pid() {
+kafka_pid() {  # the pid of this checkout's broker (its command line names our config)
   local pid
-  pid=$(cat "$CACHE/kafka.pid" 2>/dev/null) || return 1
-  kill -0 "$pid" 2>/dev/null && echo "$pid"
+  pid=$(cat "$KAFKA_PIDFILE" 2>/dev/null) || return 1
+  kill -0 "$pid" 2>/dev/null || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$KAFKA_HOME/server.properties" || return 1
+  echo "$pid"
+}
+
+kafka_secure_listeners() { port_open "$KAFKA_SASL_SSL_PORT" && port_open "$KAFKA_MTLS_PORT"; }
+
+kafka_scram_users() {
+  # KRaft keeps SCRAM credentials in the cluster metadata. Storage formatted by an
+  # older script has none: they are added once through the PLAINTEXT listener.
+  [ -f "$KAFKA_SCRAM_MARKER" ] && return 0
+  log "kafka: adding SCRAM-SHA-256/512 user $KAFKA_SASL_USER"
+  local mechanism
+  for mechanism in SCRAM-SHA-256 SCRAM-SHA-512; do  # one per request (the API refuses two)
+    kafka_java kafka.admin.ConfigCommand --bootstrap-server "$HOST:$KAFKA_PORT" --alter \
+      --entity-type users --entity-name "$KAFKA_SASL_USER" \
+      --add-config "$mechanism=[password=$KAFKA_SASL_PASSWORD]" >"$KAFKA_LOG-scram.log" 2>&1 \
+      || { cat "$KAFKA_LOG-scram.log" >&2; die "kafka: adding $mechanism user failed"; }
+  done
+  touch "$KAFKA_SCRAM_MARKER"
 }
 
 kafka_up() {
   kafka_fetch_tools  # also when the broker is already up: the tools came after it
+  kafka_tls
   if kafka_pid >/dev/null || port_open "$KAFKA_PORT"; then
-    wait_for kafka "$LOGS/kafka.log" kafka_metadata
-    log "kafka: already running on $HOST:$KAFKA_PORT"; return
+    if kafka_secure_listeners; then
+      wait_for kafka "$KAFKA_LOG.log" kafka_metadata
+      kafka_scram_users
+      log "kafka: already running on $HOST:$KAFKA_PORT (SASL_SSL $KAFKA_SASL_SSL_PORT, mTLS $KAFKA_MTLS_PORT)"
+      return
+    fi
+    # Started by an older services.sh: only PLAINTEXT. Restart it with the new config.
+    kafka_pid >/dev/null || die "kafka: $HOST:$KAFKA_PORT answers but has no SASL_SSL listener on \
+$KAFKA_SASL_SSL_PORT / mTLS listener on $KAFKA_MTLS_PORT, and it was not started by this checkout \
+($KAFKA_PIDFILE): run scripts/services.sh up kafka from the checkout that started it, or give \
+this one other ports (GREBE_KAFKA_PORT, GREBE_KAFKA_CONTROLLER_PORT, GREBE_KAFKA_SASL_SSL_PORT, GREBE_KAFKA_MTLS_PORT)"
+    log "kafka: running without the SASL_SSL/mTLS listeners (an older services.sh): restarting"
+    kafka_down
   fi
   kafka_fetch
   kafka_configure
@@ -333,11 +434,13 @@ kafka_up() {
   # setsid/nohup exec in place, so $! is the JVM's pid.
   setsid nohup java -Xms256m -Xmx768m -XX:+UseG1GC -Djava.awt.headless=true \
     -Dlog4j.configuration="file:$KAFKA_HOME/log4j.properties" -cp "$KAFKA_LIBS/*" \
-    kafka.Kafka "$KAFKA_HOME/server.properties" >"$LOGS/kafka.out" 2>&1 </dev/null 9>&- &
-  echo $! >"$CACHE/kafka.pid"
-  wait_for kafka "$LOGS/kafka.out" port_open "$KAFKA_PORT"
-  wait_for kafka "$LOGS/kafka.log" kafka_metadata
-  log "kafka: up on $HOST:$KAFKA_PORT ($KAFKA_VERSION, KRaft)"
+    kafka.Kafka "$KAFKA_HOME/server.properties" >"$KAFKA_LOG.out" 2>&1 </dev/null 9>&- &
+  echo $! >"$KAFKA_PIDFILE"
+  wait_for kafka "$KAFKA_LOG.out" port_open "$KAFKA_PORT"
+  wait_for kafka "$KAFKA_LOG.log" kafka_metadata
+  wait_for kafka "$KAFKA_LOG.out" kafka_secure_listeners
+  kafka_scram_users
+  log "kafka: up on $HOST:$KAFKA_PORT ($KAFKA_VERSION, KRaft; SASL_SSL $KAFKA_SASL_SSL_PORT, mTLS $KAFKA_MTLS_PORT)"
 }
 
 kafka_down() {
@@ -350,14 +453,16 @@ kafka_down() {
       sleep 0.5
     done
   fi
-  rm -f "$CACHE/kafka.pid"
+  rm -f "$KAFKA_PIDFILE"
   log "kafka: stopped"
 }
 
 kafka_status() {
   local pid
-  if pid=$(kafka_pid) && port_open "$KAFKA_PORT"; then echo "kafka     up    $HOST:$KAFKA_PORT (pid $pid)"
-  elif port_open "$KAFKA_PORT"; then echo "kafka     up    $HOST:$KAFKA_PORT (not started by this script)"
+  local secure="no SASL_SSL/mTLS listeners: run up kafka"
+  kafka_secure_listeners && secure="SASL_SSL $KAFKA_SASL_SSL_PORT, mTLS $KAFKA_MTLS_PORT"
+  if pid=$(kafka_pid) && port_open "$KAFKA_PORT"; then echo "kafka     up    $HOST:$KAFKA_PORT (pid $pid; $secure)"
+  elif port_open "$KAFKA_PORT"; then echo "kafka     up    $HOST:$KAFKA_PORT (not started by this script; $secure)"
   else echo "kafka     down"; fi
 }
 

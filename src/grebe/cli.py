@@ -513,6 +513,48 @@ def thunder_serve(
         raise typer.Exit(2) from exc
 
 
+@thunder_app.command("publish")
+def thunder_publish(
+    file: Annotated[
+        Path, typer.Argument(exists=True, dir_okay=False, help="JSONL, one thunder event a line.")
+    ],
+    topic: Annotated[str | None, typer.Option(help="Topic (default thunder.topic).")] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Validate thunder events (post_create, post_delete, quoted_delete) and publish them
+    to the configured output broker. Bad lines are reported and skipped."""
+    import asyncio
+
+    from grebe.brokers.factory import build_producer
+    from grebe.ingest import read_lines
+    from grebe.thunder.publish import publish_events
+    from grebe.thunder.settings import thunder_settings
+
+    settings = _core_config(config)
+    target = topic or thunder_settings(settings.thunder).topic
+    producer = build_producer(settings)
+    if producer is None:
+        console.print("[red]output.broker is none: nowhere to publish[/red]")
+        raise typer.Exit(2)
+
+    async def go():  # -> IngestReport
+        await producer.start()
+        try:
+            return await publish_events(read_lines(file), producer, target)
+        finally:
+            await producer.stop()
+
+    report = asyncio.run(go())
+    for line_no, reason in report.errors[:20]:
+        console.print(f"[yellow]line {line_no}:[/yellow] {reason}")
+    console.print(
+        f"published [bold]{report.accepted}[/bold] events to {target!r}, "
+        f"rejected {report.rejected} bad lines"
+    )
+    if report.rejected:
+        raise typer.Exit(1)
+
+
 def _split_ids(values: list[str] | None) -> list[str]:
     return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
 

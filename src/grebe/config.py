@@ -16,6 +16,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SecretStr,
     ValidationError,
     model_validator,
 )
@@ -71,6 +72,12 @@ class LocalBrokerConfig(Section):
     partitions: int = Field(default=C.DEFAULT_LOCAL_PARTITIONS, ge=1, le=255)
     synchronous: Literal["NORMAL", "FULL"] = C.DEFAULT_LOCAL_SYNCHRONOUS
     commit_interval_s: float = Field(default=C.DEFAULT_COMMIT_INTERVAL_S, ge=0)
+    # Retention (brokers/local_retention.py): never past a consumer group's uncommitted
+    # offset; None turns a limit off. Dead letters are exempt unless listed otherwise.
+    retention_s: float | None = Field(default=C.DEFAULT_LOCAL_RETENTION_S, gt=0)
+    retention_bytes: int | None = Field(default=None, gt=0)  # per partition
+    retention_interval_s: float = Field(default=C.DEFAULT_LOCAL_RETENTION_INTERVAL_S, gt=0)
+    retention_exempt: list[str] | None = None  # default: the dead-letter topic
 
 
 class KafkaTopicConfig(Section):
@@ -97,6 +104,26 @@ class KafkaConfig(Section):
     # Finished offsets are committed in batches, at most this long after the first ack.
     commit_interval_s: float = Field(default=C.DEFAULT_KAFKA_COMMIT_INTERVAL_S, ge=0)
     max_poll_interval_ms: int = Field(default=300_000, ge=1000)
+    # Security, applied to every Kafka client grebe builds (brokers/kafka_security.py).
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    # SecretStr: shown as ********** in reprs, dumps and validation errors; set it from
+    # the environment (GREBE_KAFKA__SASL_PASSWORD) rather than the file.
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = None  # CA bundle (PEM) to verify the brokers; None: system CAs
+    ssl_certfile: Path | None = None  # client certificate (PEM) for mTLS
+    ssl_keyfile: Path | None = None  # its private key (PEM), if not inside ssl_certfile
+    ssl_key_password: SecretStr | None = None  # of an encrypted ssl_keyfile
+    ssl_check_hostname: bool = True
+
+    @model_validator(mode="after")
+    def _security_consistent(self) -> KafkaConfig:
+        from grebe.brokers.kafka_security import security_problems
+
+        if problems := security_problems(self):
+            raise ValueError("; ".join(problems))
+        return self
 
 
 class RabbitMQConfig(Section):

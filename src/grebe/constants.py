@@ -16,7 +16,11 @@ DEFAULT_DEAD_LETTER_TOPIC = "dead-letters"
 DEFAULT_CONSUMER_GROUP = "grebe"
 
 # Dispatcher defaults.
-DEFAULT_MAX_IN_FLIGHT = 2048
+# Admission a real model can serve: 512 posts queued at the ~37 posts/s a shared host
+# managed with the real models is ~14 s of queue (2048 was ~55 s, past the 30 s task
+# limit: 36% dead-lettered before queue time stopped counting, see core.deadlines); and by
+# Little's law 512 still sustains 20,000 posts/s of light plans at 25 ms per round trip.
+DEFAULT_MAX_IN_FLIGHT = 512
 DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_OTLP_ENDPOINT = "http://127.0.0.1:4318/v1/traces"  # OTLP over HTTP, a local collector
 # Decode limits (grebe.codec): a message past them is dead-lettered at decode, never fatal.
@@ -33,11 +37,15 @@ LAG_REPORT_INTERVAL_S = 1.0  # per source, at most this often
 # DeadLetter.reason values.
 DEAD_REASON_MAX_ATTEMPTS = "max_attempts"
 DEAD_REASON_DECODE = "decode_error"
+DEAD_REASON_POST_ID_REUSED = "post_id_reused"  # a different post under an annotated id
 
 # Engine defaults.
 DEFAULT_ENGINE_PROCESSES = 1
 DEFAULT_ENGINE_CONCURRENCY = 1024
 DEFAULT_TASK_TIMEOUT_S = 30.0
+# A task's time limit excludes time its payload waited queued for a model, up to this
+# much in all: a model that never serves the queue still ends in a timeout.
+WAIT_CREDIT_MAX_S = 600.0
 DEFAULT_DRAIN_WINDOW_S = 20.0
 
 # Local broker (SQLite log) and SQLite store.
@@ -49,6 +57,8 @@ DEFAULT_COMMIT_BATCH = 4096  # commit at once when this many acks are pending
 DEFAULT_SQLITE_BUSY_TIMEOUT_S = 30.0
 LOCAL_POLL_MIN_S = 0.002  # cross-process wait: first re-check of the log after this...
 LOCAL_POLL_MAX_S = 0.1  # ...doubling up to this
+DEFAULT_LOCAL_RETENTION_S = 7 * 24 * 3600.0  # a week of the local log, then trimmed
+DEFAULT_LOCAL_RETENTION_INTERVAL_S = 60.0
 CONSUMER_LOCK_TIMEOUT_S = 10.0  # wait this long for a previous consumer's lock on start
 DLQ_REPLAY_GROUP = "grebe-dlq-replay"
 
@@ -77,14 +87,18 @@ HYDRATION_NO_POST = "no_post"  # a user-only payload: plans that need a post ski
 # Engine processes.
 ENGINE_IPC_BATCH = 256  # payloads per IPC frame
 ENGINE_START_TIMEOUT_S = 60.0
-ENGINE_MAX_RESTARTS = 5  # engine deaths tolerated per ENGINE_RESTART_WINDOW_S
-ENGINE_RESTART_WINDOW_S = 60.0
-ENGINE_STOP_TIMEOUT_S = 10.0  # after a Stop frame, an engine is killed past this
+ENGINE_RESTART_WINDOW_S = 60.0  # deaths this recent make the next restart wait longer
+ENGINE_RESTART_BACKOFF_BASE_S = 0.5  # wait before the 2nd restart in a window, then doubling
+ENGINE_RESTART_BACKOFF_MAX_S = 30.0
+ENGINE_STOP_TIMEOUT_S = 10.0  # after a Stop frame, engines are killed past this (all together)
+# On SIGTERM `grebe run` exits within engine.drain_window_s plus this margin: engines get
+# what is left of the window, but at least this, to stop cleanly, then they are killed.
+SHUTDOWN_MARGIN_S = 2.0
 GC_THRESHOLDS = (20_000, 20, 20)  # gc.set_threshold once a runtime process has started
 
 # Exit codes of `grebe run` (2 is taken by usage errors).
 EXIT_OK = 0  # stopped and drained
-EXIT_FAILED = 1  # could not start, or the engines kept dying
+EXIT_FAILED = 1  # could not start, the dispatcher failed, or a caught-up check failed
 EXIT_NOT_DRAINED = 3  # stopped, but the drain window ran out (the rest is redelivered)
 EXIT_FORCED = 130  # a second signal: stopped at once
 
@@ -93,6 +107,7 @@ DEFAULT_KAFKA_COMMIT_INTERVAL_S = 0.2
 DEFAULT_KAFKA_PARTITIONS = 3  # topics grebe creates, unless kafka.topics.<name> says
 DEFAULT_KAFKA_REPLICATION_FACTOR = 1  # one broker by default; 3 on a real cluster
 KAFKA_TOPIC_READY_TIMEOUT_S = 30.0  # a created topic has leaders within this
+KAFKA_PROBE_TIMEOUT_MS = 5000  # one direct connection to explain a failed bootstrap
 KAFKA_KEEPALIVE_FRACTION = 0.25  # keep group membership alive at this share of max_poll_interval
 DEFAULT_POSTGRES_TABLE = "annotations"
 DEFAULT_REDIS_PREFIX = "grebe"
@@ -104,6 +119,8 @@ DEFAULT_CACHE_TTL_S = 600.0
 RABBIT_ATTEMPT_HEADER = "x-grebe-attempt"  # deliveries so far, on retried messages
 RABBIT_MAX_PRIORITY_ARG = "x-max-priority"  # the stream queue's one declared argument
 RABBIT_RETRY_SUFFIX = ".retry"  # <queue>.retry.<attempt>: the delay queue of one attempt
+RABBIT_DRAINED_CHECKS = 3  # --exit-when-done: the queue must look drained this many times...
+RABBIT_DRAINED_INTERVAL_S = 0.2  # ...in a row, this far apart
 # Priority of a RabbitMQ request by the poster's tier, resolved when it is enqueued.
 TIER_PRIORITY = {"viral": 3, "paid": 3, "creator": 2, "hobby": 1, "free": 0, "trial": 0}
 
@@ -115,6 +132,8 @@ DEFAULT_API_ANALYZE_CONCURRENCY = 4  # /v1/analyze calls running at once; the re
 DEFAULT_API_STATUS_REFRESH_S = 5  # the status page reloads itself this often
 DEFAULT_THUNDER_PORT = 50051
 DEFAULT_FEED_PORT = 8090
+#: Served posts count as seen (not served again) for this long (feed viewers).
+FEED_SEEN_WINDOW_S = 24 * 3600.0
 
 # Environment variable prefix for config overrides: GREBE_DISPATCHER__MAX_IN_FLIGHT=...
 ENV_PREFIX = "GREBE_"

@@ -120,20 +120,27 @@ class GroupWriter(Generic[T]):
 
     At most one flush runs at a time; items submitted while it runs go into the next
     one, so the batch size grows with the load by itself and an idle writer costs
-    nothing (no timer). A failed flush fails exactly the callers whose items it held."""
+    nothing (no timer). A failed flush fails exactly the callers whose items it held.
+    A flush may also refuse single items: it returns {item index: error}, and only the
+    callers of those items see their error (the store's post-id check needs that)."""
 
-    def __init__(self, flush: Callable[[list[T]], Awaitable[None]]) -> None:
+    def __init__(
+        self, flush: Callable[[list[T]], Awaitable[dict[int, Exception] | None]]
+    ) -> None:
         self._flush = flush
         self._items: list[T] = []
         self._waiters: list[asyncio.Future[None]] = []
+        self._spans: list[tuple[int, int]] = []  # each waiter's items: [start, end)
         self._task: asyncio.Task[None] | None = None
 
     async def submit(self, items: Sequence[T]) -> None:
         if not items:
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        start = len(self._items)
         self._items.extend(items)
         self._waiters.append(future)
+        self._spans.append((start, len(self._items)))
         if self._task is None:
             self._task = asyncio.create_task(self._drain())
         await future
@@ -144,16 +151,23 @@ class GroupWriter(Generic[T]):
             while self._items:
                 items, self._items = self._items, []
                 waiters, self._waiters = self._waiters, []
+                spans, self._spans = self._spans, []
                 try:
-                    await self._flush(items)
+                    refused = await self._flush(items)
                 except Exception as exc:  # the callers see it; keep serving the others
                     _settle(waiters, exc)
                 else:
+                    if refused:
+                        for waiter, (start, end) in zip(waiters, spans, strict=True):
+                            error = next(
+                                (refused[i] for i in range(start, end) if i in refused), None
+                            )
+                            _settle([waiter], error)
                     _settle(waiters, None)
         finally:
             # Cancelled mid-flush: nobody may wait forever on a write that will not come.
             _settle(waiters + self._waiters, asyncio.CancelledError())
-            self._items, self._waiters = [], []
+            self._items, self._waiters, self._spans = [], [], []
             self._task = None
 
     async def close(self) -> None:

@@ -226,6 +226,13 @@ class TaskResult(msgspec.Struct, kw_only=True):
     embedding: list[float] | None = None
     transcript: str | None = None
     error: str | None = None
+    # The failure was the system's (store, disk, model server down), not the post's:
+    # errors.is_system_fault of a failed task. The dispatcher retries it without
+    # counting an attempt and never dead-letters it.
+    system_fault: bool = False
+    # The post was rejected for good (errors.PostRejectedError): dead-letter it at once
+    # with this reason, no retries.
+    rejected: str | None = None
     started_at: float = 0.0
     finished_at: float = 0.0
 
@@ -243,6 +250,9 @@ class Annotation(msgspec.Struct, kw_only=True):
     embedding: list[float] | None = None
     transcript: str | None = None
     model_versions: dict[str, str] = {}
+    # post_fingerprint() of the post it is about; "" when unknown (rows written before
+    # fingerprints). A store refuses a different post under an id it already holds.
+    content_fingerprint: str = ""
     created_at: float = msgspec.field(default_factory=time.time)
     updated_at: float = msgspec.field(default_factory=time.time)
 
@@ -263,3 +273,16 @@ class DeadLetter(msgspec.Struct, kw_only=True):
     offset: int = -1
     key: bytes | None = None
     dead_at: float = msgspec.field(default_factory=time.time)
+
+
+def post_fingerprint(post: Post) -> str:
+    """What makes a post *this* post: author, text, media and what it replies to,
+    quotes or reposts (not its counters, which change). Two different posts under one
+    id differ here; a redelivery or a retry of the same post does not."""
+    import hashlib
+
+    identity = (
+        post.author_id, post.text, [m.url for m in post.media], post.reply_to_post_id,
+        post.quote_of_post_id, post.retweet_of_post_id,
+    )
+    return hashlib.sha256(msgspec.json.encode(identity)).hexdigest()[:32]

@@ -184,3 +184,30 @@ async def test_log_file_is_wal_and_readable_by_plain_sqlite(log, tmp_path):
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 1
     conn.close()
+
+
+async def test_stop_during_a_background_commit_writes_each_dead_letter_once(tmp_path):
+    """B2: stop() cancelled the committer while its transaction ran in a thread; the
+    dead letters stayed in memory and the final commit appended them a second time."""
+    log = LocalLog(tmp_path / "log.db", partitions=1)
+    await log.open()
+    await log.append("posts", [(None, f"m{i}".encode()) for i in range(20)])
+    source = _source(tmp_path, commit_interval_s=0)
+    await source.start()
+    written = asyncio.Event()
+    real_commit = source._log.commit
+
+    async def commit_then_linger(*args, **kwargs):
+        await real_commit(*args, **kwargs)  # the transaction is in the file...
+        written.set()
+        await asyncio.sleep(0.5)  # ...and the coroutine has not resumed yet
+
+    source._log.commit = commit_then_linger  # type: ignore[method-assign]
+    for m in await source.poll(20, timeout=1):
+        await source.ack(m, Outcome.DEAD, reason="schema", dead_letter=b"DL-" + m.value)
+    await asyncio.wait_for(written.wait(), 5)  # the background committer is mid-commit
+    await source.stop()
+    dead = await log.read("dlq", [(0, 0)], 100)
+    assert sorted(d.value for d in dead) == sorted(f"DL-m{i}".encode() for i in range(20))
+    assert await log.committed("grebe", "posts") == {0: 20}
+    await log.close()

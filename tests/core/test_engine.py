@@ -39,6 +39,29 @@ PLANS = textwrap.dedent(
 
     def broken(config):
         raise RuntimeError("no model here")
+
+    class _SlowToStop:
+        async def start(self):
+            pass
+
+        async def stop(self):
+            await asyncio.sleep(3600)  # a model that will not let go
+
+    def slow_stop(config):
+        bundle = build_bundle(config)
+        bundle.components = [_SlowToStop()]
+        return bundle
+
+    def flaky_start(config):
+        import os
+        from pathlib import Path
+
+        marker = Path(config.plans["marker"])
+        left = int(marker.read_text()) if marker.exists() else 0
+        if left > 0:  # die while "loading models", as a replacement engine did in B1
+            marker.write_text(str(left - 1))
+            os._exit(1)
+        return build_bundle(config)
     """
 )
 
@@ -115,7 +138,7 @@ async def test_engine_death_fails_its_futures_and_is_restarted(tmp_path, plans_m
         assert result.success and result.labels == ["seen:t99"]
         assert deaths == [(0, -signal.SIGKILL)]
         assert executor.pids and executor.pids != [pid]
-        assert not executor.failed.is_set()
+        assert executor.failure is None
     finally:
         await executor.stop()
 
@@ -140,3 +163,74 @@ async def test_an_unencodable_payload_fails_alone_not_its_batch(tmp_path, plans_
         assert [r.labels for r in (results[0], results[2])] == [["seen:t0"], ["seen:t1"]]
     finally:
         await executor.stop()
+
+
+@pytest.mark.slow
+async def test_replacements_dying_while_they_load_never_fail_the_waiting_posts(
+    tmp_path, plans_module
+):
+    """B1: an engine died, then its replacement died while loading models: "giving up on
+    engines" failed every parked post with ExecutorUnavailableError. Now restarts go on
+    (with backoff) and the parked posts run on the engine that finally comes up."""
+    marker = tmp_path / "start-deaths"
+    config = load_config(
+        data_dir=tmp_path, engine={"processes": 1}, output={"broker": "none"},
+        store={"backend": "memory"},
+        plans={"factory": f"{plans_module}:flaky_start", "marker": str(marker)},
+    )
+    executor = ProcessExecutor(config)
+    await executor.start()
+    try:
+        (pid,) = executor.pids
+        marker.write_text("3")  # the next three engines die during their start
+        os.kill(pid, signal.SIGKILL)
+        async with asyncio.timeout(10):
+            while pid in executor.pids:  # noqa: ASYNC110  # until it has seen the death
+                await asyncio.sleep(0.01)
+        waiting = [executor.submit(_payload(i)) for i in range(20)]
+        results = await asyncio.wait_for(asyncio.gather(*waiting), 60)
+        assert all(r.success for r in results)
+        assert marker.read_text() == "0"  # all three failed starts happened
+        assert executor.failure is None
+    finally:
+        await executor.stop()
+
+
+@pytest.mark.slow
+async def test_stop_kills_engines_that_do_not_stop_within_the_timeout(tmp_path, plans_module):
+    """B9: engines were given 10 s each after the drain window; stop(timeout_s) bounds
+    the whole stop (all engines together)."""
+    executor = ProcessExecutor(
+        _config(tmp_path, f"{plans_module}:slow_stop", processes=2)
+    )
+    await executor.start()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await executor.stop(1.0)
+    took = loop.time() - started
+    assert took < 4.0, f"stop(1.0) took {took:.1f}s"
+    assert executor.pids == []
+
+
+@pytest.mark.slow
+async def test_runtime_stop_returns_within_the_drain_window_plus_the_margin(
+    tmp_path, plans_module
+):
+    """B9 at the level of `grebe run`: SIGTERM took drain_window_s + 10 s when an engine
+    would not stop. Now: the window, plus SHUTDOWN_MARGIN_S, plus the sources' commit."""
+    from grebe import constants as C
+    from grebe.core.supervisor import Runtime
+
+    config = load_config(
+        data_dir=tmp_path, engine={"processes": 1, "drain_window_s": 1.0},
+        plans={"factory": f"{plans_module}:slow_stop"}, output={"broker": "none"},
+        store={"backend": "memory"}, metrics={"enabled": False},
+        streams=[{"name": "posts", "eligibilities": ["hang"]}],
+    )
+    runtime = Runtime(config)
+    await runtime.start()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await runtime.stop()
+    took = loop.time() - started
+    assert took < 1.0 + C.SHUTDOWN_MARGIN_S + 1.5, f"stop took {took:.1f}s"

@@ -116,6 +116,7 @@ async def test_video_with_speech_has_its_transcript_in_the_annotation(flows: Flo
     out = await flows.run("listen", media=(Media(kind="video", url=video.as_uri()),))
     v5 = out["mm_emb_v5"].output
     assert "best of times" in v5.transcript.lower() and "worst of times" in v5.transcript.lower()
+    assert out["post_safety"].output.labels == ["safe"]  # frames scored, speech heard
     assert v5.reasons["parts"] == "text,transcript"
     rows = {a.producer: a for a in await flows.store.get(flows.last_id)}
     assert "worst of times" in rows["mm_emb_v5"].transcript.lower()

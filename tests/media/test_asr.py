@@ -61,6 +61,44 @@ async def test_cancelled_caller_does_not_cancel_the_job(bunny: Path) -> None:
     await asr.stop()
 
 
+async def test_a_job_every_caller_gave_up_on_is_cancelled(bunny: Path) -> None:
+    """Issue 9: when a plan gives up, its media jobs stop — the transcription included."""
+
+    class Watched(SlowTranscriber):
+        def __init__(self) -> None:
+            super().__init__(delay=30)
+            self.started = asyncio.Event()
+            self.cancelled = False
+
+        async def transcribe(self, wav_path: str | Path) -> Transcript:
+            self.started.set()
+            try:
+                return await super().transcribe(wav_path)
+            except asyncio.CancelledError:
+                self.cancelled = True
+                raise
+
+    fake = Watched()
+    asr = ASRProcessor(transcriber=fake)
+    await asr.start()
+    first = asyncio.create_task(asr.transcribe("p", bunny))
+    second = asyncio.create_task(asr.transcribe("p", bunny))
+    await asyncio.wait_for(fake.started.wait(), 30)
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await asyncio.sleep(0.05)  # room for a wrongly delivered cancellation to show
+    assert not fake.cancelled  # one caller left: the job goes on
+    second.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await second
+    async with asyncio.timeout(5):
+        while asr._in_flight:  # noqa: ASYNC110  # the job set has no event
+            await asyncio.sleep(0.01)
+    assert fake.cancelled
+    assert await asr.stop() == 0
+
+
 async def test_error_taxonomy(bunny: Path, silent_clip: Path, corrupt_video: Path) -> None:
     asr = ASRProcessor(ASRConfig(timeout_s=0.1), transcriber=SlowTranscriber(delay=1.0))
     await asr.start()

@@ -86,3 +86,31 @@ def test_concurrent_adds_are_safe() -> None:
     for t in threads:
         t.join()
     assert len(index) == 4000 == len(list(index.entries()))
+
+
+def test_concurrent_near_duplicates_never_miss_each_other() -> None:
+    """Check-then-insert is one atomic step: of any two near-duplicate items added at the
+    same time, the later one always finds the earlier (issue 9's question for the product:
+    two near-duplicate posts in flight together cannot both miss)."""
+    index = NearDuplicateIndex()
+    base = 0x0F0F_F0F0_AAAA_5555
+    found: dict[str, set[str]] = {}
+    barrier = threading.Barrier(8)
+
+    def add(n: int) -> None:
+        barrier.wait()
+        for k in range(25):
+            post = f"p{n}-{k}"
+            entry = HashEntry(post_id=post, media_key=post, hash=base ^ (1 << (n % 4)))
+            found[post] = {m.entry.post_id for m in index.add_and_match(entry, 4)}
+
+    threads = [threading.Thread(target=add, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    posts = sorted(found)
+    assert len(posts) == 200 and len(index) == 200
+    missed = [(a, b) for i, a in enumerate(posts) for b in posts[i + 1:]
+              if b not in found[a] and a not in found[b]]
+    assert missed == []

@@ -66,6 +66,8 @@ REFUSED = [
     "http://[2002:7f00:1::]/",  # 6to4 wrapping 127.0.0.1
     "http://[64:ff9b::a00:1]/",  # NAT64 wrapping 10.0.0.1
     "https://192.168.0.10:8443/x.png",
+    "http://[fec0::1]/",  # site-local: Python calls it global (issue 9)
+    "http://[3fff::1]/",  # documentation (RFC 9637): Python calls it global
 ]
 
 
@@ -84,6 +86,61 @@ async def test_private_and_special_addresses_are_refused(url: str, tmp_path: Pat
 def test_ip_literal_forms_are_recognised(host: str, expected: str | None) -> None:
     parsed = parse_ip_literal(host)
     assert (str(parsed) if parsed else None) == expected
+
+
+# Every special-purpose range, with a word its refusal must name. Each row was checked
+# against the IANA IPv4/IPv6 special-purpose registries; the ones marked * are treated
+# as global by Python 3.11's ipaddress tables and so need the explicit deny.
+DENIED_ADDRESSES = [
+    ("0.0.0.0", "unspecified"), ("0.1.2.3", "this-network"), ("10.0.0.1", "private"),
+    ("100.64.0.1", "carrier-grade"), ("127.0.0.1", "loopback"), ("169.254.0.1", "link-local"),
+    ("172.16.0.1", "private"), ("192.0.0.9", "IETF"),  # *
+    ("192.0.0.170", "IETF"), ("192.0.2.1", "documentation"), ("192.88.99.1", "6to4 relay"),  # *
+    ("192.168.0.1", "private"), ("198.18.0.1", "benchmarking"), ("198.51.100.1", "documentation"),
+    ("203.0.113.1", "documentation"), ("224.0.0.1", "multicast"), ("239.255.255.250", "multicast"),
+    ("240.0.0.1", "reserved"), ("255.255.255.255", "reserved"),
+    ("::", "unspecified"), ("::1", "loopback"), ("::7f00:1", "reserved"),  # v4-compatible
+    ("::ffff:10.0.0.1", "private"), ("::ffff:0:a00:1", "reserved"),  # SIIT translated
+    ("64:ff9b::a00:1", "private"), ("64:ff9b::7f00:1", "loopback"),
+    ("64:ff9b:1::808:808", "local-use NAT64"),  # *
+    ("100::1", "discard"), ("2001::1", "embedded"),
+    ("2001:0:4136:e378:8000:63bf:3fff:fdd2", "documentation"),  # Teredo client 192.0.2.45
+    ("2001:0:4136:e378:8000:63bf:f5ff:fffe", "private"),  # Teredo client 10.0.0.1
+    ("2001:1::1", "IETF"), ("2001:2::1", "IETF"), ("2001:3::1", "IETF"),
+    ("2001:4:112::1", "IETF"), ("2001:20::1", "IETF"), ("2001:30::1", "IETF"),
+    ("2001:db8::1", "documentation"), ("2002:7f00:1::", "loopback"),
+    ("2002:808:808::1", "6to4"), ("2620:4f:8000::1", None), ("3fff::1", "documentation"),  # *
+    ("3fff:fff::1", "documentation"), ("5f00::1", "SRv6"),  # *
+    ("fc00::1", "unique-local"), ("fd12:3456::1", "unique-local"), ("fe80::1", "link-local"),
+    ("febf::1", "link-local"), ("fec0::1", "site-local"), ("feff::1", "site-local"),  # *
+    ("ff02::1", "multicast"), ("ff0e::1", "multicast"), ("4000::1", "reserved"),
+    ("e000::1", "reserved"),
+]
+
+
+@pytest.mark.parametrize(("address", "why"), [r for r in DENIED_ADDRESSES if r[1]])
+def test_special_purpose_ranges_are_refused_with_their_name(address: str, why: str) -> None:
+    reason = forbidden_reason(ipaddress.ip_address(address))
+    assert reason is not None and why in reason, (address, reason)
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["1.1.1.1", "8.8.8.8", "93.184.216.34", "192.0.3.1", "192.88.98.1", "198.20.0.1",
+     "100.128.0.1", "223.255.255.254", "2606:4700::1111", "2a00:1450:4001::1",
+     "2620:4f:8000::1", "2001:200::1", "3ffe::1", "3fff:1000::1", "64:ff9b::808:808",
+     "::ffff:8.8.8.8"],
+)
+def test_globally_routable_unicast_passes(address: str) -> None:
+    assert forbidden_reason(ipaddress.ip_address(address)) is None
+
+
+async def test_a_name_resolving_to_site_local_is_refused_before_connecting(
+    tmp_path: Path,
+) -> None:
+    fetcher = MediaFetcher(resolver=_resolver({"cdn.example": "fec0::1"}))
+    with pytest.raises(UnsafeURLError, match="site-local"):
+        await fetcher.fetch("http://cdn.example/a.png", tmp_path)
 
 
 def test_public_addresses_pass_the_check() -> None:

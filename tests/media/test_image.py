@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from media_bombs import png_bomb  # tests/media is on sys.path (no package)
 from PIL import Image
 
 from grebe.errors import MediaError, MediaTooLargeError
@@ -120,3 +121,49 @@ def test_model_inputs(photo: Path) -> None:
     assert not np.array_equal(parts[0], parts[1][:, ::-1])
     assert len(tiles(rgb, 224, max_tiles=4)) == 1
     assert len(tiles(np.concatenate([wide, wide], axis=1), 224, max_tiles=4)) == 4
+
+
+_PEAK_CODE = (
+    "import json, resource, sys\n"
+    "from grebe.errors import MediaTooLargeError\n"
+    "from grebe.media.config import ImageConfig\n"
+    "from grebe.media.image import decode_image\n"
+    "cfg = ImageConfig()\n"
+    "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+    "try:\n"
+    "    decode_image(sys.argv[1], max_pixels=cfg.max_pixels, max_side=cfg.view_max_side,\n"
+    "                 max_decoded_bytes=cfg.max_decoded_bytes)\n"
+    "    outcome = 'decoded'\n"
+    "except MediaTooLargeError as exc:\n"
+    "    outcome = str(exc)\n"
+    "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+    "print(json.dumps({'outcome': outcome, 'grew_mb': (after - before) / 1024}))\n"
+)
+
+
+def _decode_in_fresh_interpreter(path: Path) -> dict[str, object]:
+    done = subprocess.run([sys.executable, "-c", _PEAK_CODE, str(path)], capture_output=True,
+                          timeout=120, check=True)
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def test_rgba_just_under_the_pixel_cap_is_refused_by_decoded_bytes(tmp_path: Path) -> None:
+    """6300x6300 RGBA: 39.7M pixels (under the 40M cap) but 159 MB decoded; it took
+    737 MB of RSS to decode before the byte cap."""
+    path = tmp_path / "rgba.png"
+    path.write_bytes(png_bomb(6300, 6300, "rgba"))
+    report = _decode_in_fresh_interpreter(path)
+    assert "decodes to 158760000 bytes" in str(report["outcome"])
+    assert "image.max_decoded_bytes" in str(report["outcome"])
+    assert float(report["grew_mb"]) < 20  # refused from the header
+
+
+def test_rgba_under_the_byte_cap_decodes_within_three_times_its_size(tmp_path: Path) -> None:
+    """5600x5600 RGBA is 125 MB decoded, under the 128 MiB cap. Scaling down before
+    flattening leaves one decoded copy and its premultiplied twin (Pillow resizes RGBA
+    premultiplied): measured ~285 MB here, 509 MB before (flatten, then scale)."""
+    path = tmp_path / "rgba.png"
+    path.write_bytes(png_bomb(5600, 5600, "rgba"))
+    report = _decode_in_fresh_interpreter(path)
+    assert report["outcome"] == "decoded"
+    assert float(report["grew_mb"]) < 3 * 125, report

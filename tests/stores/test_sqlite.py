@@ -50,7 +50,7 @@ async def test_concurrent_upserts_share_transactions(store, tmp_path):
     assert await store.count() == 500
     rows = list(iter_all(tmp_path / "a.db"))
     assert len(rows) == 500
-    assert rows[0].embedding == [0.1, 0.2]
+    assert rows[0].embedding == pytest.approx([0.1, 0.2], abs=1e-3)  # stored as float16
 
 
 async def test_rows_survive_reopen(store, tmp_path):
@@ -73,3 +73,63 @@ def test_factory_builds_configured_backend(tmp_path):
     unknown = config.model_copy(update={"store": config.store.model_copy(update={"backend": "x"})})
     with pytest.raises(ConfigError, match="'x'"):
         build_store(unknown)
+
+
+def _unit(seed: int, dims: int = 384) -> list[float]:
+    import numpy as np
+
+    vector = np.random.default_rng(seed).standard_normal(dims)
+    return (vector / np.linalg.norm(vector)).tolist()
+
+
+async def test_vectors_are_binary_shared_and_read_back_within_float16(store, tmp_path):
+    import sqlite3
+
+    import numpy as np
+
+    text = _unit(1)
+    await store.upsert([
+        _annotation("p1", "post_embedding_with_summary", embedding=text),
+        _annotation("p1", "mm_emb_v5", embedding=text),  # same vector: stored once
+        _annotation("p2", "mm_emb_v5", embedding=_unit(2)),
+        _annotation("p3", "spam_comment", labels=["not_spam"]),
+    ])
+    rows = {a.producer: a for a in await store.get("p1")}
+    got = np.asarray(rows["mm_emb_v5"].embedding)
+    assert got.shape == (384,) and float(got @ np.asarray(text)) > 0.9999
+    assert (await store.get("p3"))[0].embedding is None
+    with sqlite3.connect(tmp_path / "a.db") as conn:
+        assert conn.execute("SELECT count(*) FROM vectors").fetchone()[0] == 2
+        sizes = [n for (n,) in conn.execute("SELECT length(body) FROM annotations")]
+        vector_bytes = conn.execute("SELECT sum(length(data)) FROM vectors").fetchone()[0]
+    assert max(sizes) < 400 and vector_bytes == 2 * 384 * 2  # was ~7.7 KB per vector
+
+
+async def test_a_store_written_before_binary_vectors_reads_back_and_takes_new_rows(tmp_path):
+    """The migration: the old schema (JSON bodies, no vector column) opens, old rows read
+    back exactly (float64 JSON embeddings untouched), and new rows use the new format."""
+    import sqlite3
+
+    import msgspec
+
+    path = tmp_path / "old.db"
+    old = _annotation("old", "mm_emb_v5", labels=["x"], embedding=[0.123456789, -0.5],
+                      created_at=10.0, updated_at=10.0)
+    with sqlite3.connect(path) as conn:
+        conn.executescript(
+            "CREATE TABLE annotations (post_id TEXT NOT NULL, producer TEXT NOT NULL, "
+            "version TEXT NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL, "
+            "body BLOB NOT NULL, PRIMARY KEY (post_id, producer, version)) WITHOUT ROWID;")
+        conn.execute("INSERT INTO annotations VALUES (?, ?, ?, ?, ?, ?)",
+                     ("old", "mm_emb_v5", "1", 10.0, 10.0, msgspec.json.encode(old)))
+    store = SqliteStore(path)
+    await store.start()
+    try:
+        (row,) = await store.get("old")
+        assert row.embedding == [0.123456789, -0.5] and row.labels == ["x"]
+        await store.upsert([_annotation("new", "mm_emb_v5", embedding=[0.5, 0.25])])
+        (new,) = await store.get("new")
+        assert new.embedding == [0.5, 0.25]  # exact in float16
+        assert [a.post_id for a in iter_all(path)] == ["new", "old"]
+    finally:
+        await store.stop()

@@ -84,7 +84,7 @@ def render_status(status: dict[str, Any], refresh_s: int) -> str:
     if engines["pids"]:
         engine_line += f" — pids {', '.join(str(p) for p in engines['pids'])}"
     failure = (
-        f'<p class="warn">engines failed: {escape(str(engines["failure"]))}</p>'
+        f'<p class="warn">engines down, restarting: {escape(str(engines["failure"]))}</p>'
         if engines.get("failure") else ""
     )
     dispatcher_cards = _cards([

@@ -89,7 +89,7 @@ async def _serve(service: ApiService, sock: socket.socket, stop_requested: async
     finally:
         await service.close()
         sock.close()
-    if {"engines failed", "dispatcher exited", "http server exited"} & set(reasons):
+    if {"dispatcher exited", "http server exited"} & set(reasons):
         return C.EXIT_FAILED
     return C.EXIT_OK if drained else C.EXIT_NOT_DRAINED
 
@@ -104,8 +104,6 @@ async def _wait_for_stop(service: ApiService, stop_requested: asyncio.Event,
     runtime = service.runtime
     if runtime.dispatching is not None:
         waits[runtime.dispatching] = "dispatcher exited"
-    if (failed := runtime.engines_failed) is not None:
-        waits[asyncio.ensure_future(failed.wait())] = "engines failed"
     finished, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     for future in waits:
         if future not in finished and future is not runtime.dispatching and future is not http:

@@ -77,9 +77,9 @@ class ApiService:
         """Why the service should not get traffic now; None when it should."""
         if self.state is not State.RUNNING:
             return f"state is {self.state}"
-        failed = self.runtime.engines_failed
-        if failed is not None and failed.is_set():
-            return f"engines failed: {getattr(self.runtime.executor, 'failure', None)}"
+        # Engines are restarted until one is up (a system fault pauses intake meanwhile).
+        if (failure := getattr(self.runtime.executor, "failure", None)) is not None:
+            return f"engines down, restarting: {failure}"
         dispatching = self.runtime.dispatching
         if dispatching is not None and dispatching.done():
             return "the dispatcher exited"

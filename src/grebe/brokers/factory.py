@@ -12,6 +12,20 @@ from grebe.errors import ConfigError
 if TYPE_CHECKING:
     from grebe.brokers.dead_letters import DeadLetterAccess
     from grebe.brokers.local import LocalLog
+    from grebe.brokers.local_retention import RetentionPolicy
+
+
+def local_retention(config: GrebeConfig) -> RetentionPolicy:
+    """The local log's retention policy from `local.retention_*`."""
+    from grebe.brokers.local_retention import RetentionPolicy
+
+    local = config.local
+    exempt = local.retention_exempt
+    return RetentionPolicy(
+        max_age_s=local.retention_s, max_bytes=local.retention_bytes,
+        interval_s=local.retention_interval_s,
+        exempt=frozenset([config.dispatcher.dead_letter_topic] if exempt is None else exempt),
+    )
 
 
 def local_log(config: GrebeConfig) -> LocalLog:
@@ -33,6 +47,7 @@ def build_source(stream: StreamConfig, config: GrebeConfig) -> Source:
             stream.name, local_log(config), topic=stream.topic, group=stream.group,
             dead_letter_topic=config.dispatcher.dead_letter_topic,
             commit_interval_s=config.local.commit_interval_s,
+            retention=local_retention(config),
         )
     if stream.broker == "kafka":
         from grebe.brokers.kafka import KafkaSource

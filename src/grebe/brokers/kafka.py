@@ -44,11 +44,12 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 
 from grebe import constants as C
+from grebe.brokers.kafka_security import kafka_client_kwargs, raise_if_refused
 from grebe.config import KafkaConfig
 from grebe.core.backoff import Backoff
 from grebe.core.offsets import OffsetTracker
 from grebe.core.source import Message, Outcome
-from grebe.errors import BrokerError, ConfigError
+from grebe.errors import BrokerError, BrokerUnavailableError, ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ class KafkaProducer:
                 *(topic_spec(self._config, t, "input") for t in self._inputs),
             ])
         producer = AIOKafkaProducer(
-            bootstrap_servers=self._config.bootstrap_servers,
+            **kafka_client_kwargs(self._config),
             client_id=f"{self._config.client_id}-producer",
             enable_idempotence=True,
             acks="all",
@@ -95,6 +96,7 @@ class KafkaProducer:
             await producer.start()
         except KafkaError as exc:
             await producer.stop()
+            await raise_if_refused(self._config, exc)
             raise BrokerError(
                 f"cannot connect to Kafka at {self._config.bootstrap_servers}: {exc}"
             ) from exc
@@ -115,7 +117,7 @@ class KafkaProducer:
             delivery = await self._started().send(topic, value, key=key)
             await delivery
         except KafkaError as exc:
-            raise BrokerError(f"publish to Kafka topic {topic!r} failed: {exc}") from exc
+            raise BrokerUnavailableError(f"publish to Kafka topic {topic!r} failed: {exc}") from exc
 
     async def publish_many(
         self, topic: str, records: Sequence[tuple[bytes | None, bytes]]
@@ -125,18 +127,30 @@ class KafkaProducer:
             deliveries = [await producer.send(topic, value, key=key) for key, value in records]
             await asyncio.gather(*deliveries)
         except KafkaError as exc:
-            raise BrokerError(f"publish to Kafka topic {topic!r} failed: {exc}") from exc
+            raise BrokerUnavailableError(f"publish to Kafka topic {topic!r} failed: {exc}") from exc
 
 
 # --- topics (tests, benchmarks, first setup) -------------------------------------------------
 
 
+def as_kafka_config(cluster: KafkaConfig | str) -> KafkaConfig:
+    """`cluster` as a KafkaConfig: a bare bootstrap string (tests, benchmarks) is a
+    PLAINTEXT cluster; a config carries its security settings to the admin client."""
+    return cluster if isinstance(cluster, KafkaConfig) else KafkaConfig(bootstrap_servers=cluster)
+
+
+def admin_client(cluster: KafkaConfig | str) -> AIOKafkaAdminClient:
+    """An admin client (not started) with the cluster's security settings."""
+    return AIOKafkaAdminClient(**kafka_client_kwargs(as_kafka_config(cluster)))
+
+
 async def create_topic(
-    bootstrap_servers: str, name: str, partitions: int, *, replication: int = 1,
+    cluster: KafkaConfig | str, name: str, partitions: int, *, replication: int = 1,
     exist_ok: bool = True,
 ) -> None:
     """Create `name` with `partitions` partitions and wait until it has leaders."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    bootstrap_servers = as_kafka_config(cluster).bootstrap_servers
+    admin = admin_client(cluster)
     try:
         await admin.start()
         response = await admin.create_topics([NewTopic(name, partitions, replication)])
@@ -153,26 +167,29 @@ async def create_topic(
                 raise BrokerError(f"Kafka topic {name!r} has no leaders after 30s")
             await asyncio.sleep(0.05)
     except KafkaError as exc:
+        await raise_if_refused(as_kafka_config(cluster), exc)
         raise BrokerError(f"Kafka admin at {bootstrap_servers}: {exc}") from exc
     finally:
         await admin.close()
 
 
-async def topic_partitions(bootstrap_servers: str, names: Sequence[str]) -> dict[str, int]:
+async def topic_partitions(cluster: KafkaConfig | str, names: Sequence[str]) -> dict[str, int]:
     """{topic: partition count} of those of `names` that exist (no topic is created)."""
     from grebe.brokers.kafka_topics import describe_existing
 
-    found = await describe_existing(bootstrap_servers, names)
+    found = await describe_existing(cluster, names)
     return {name: partitions for name, (partitions, _) in found.items()}
 
 
-async def delete_topic(bootstrap_servers: str, name: str) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers)
+async def delete_topic(cluster: KafkaConfig | str, name: str) -> None:
+    admin = admin_client(cluster)
     try:
         await admin.start()
         await admin.delete_topics([name])
     except KafkaError as exc:
-        raise BrokerError(f"Kafka admin at {bootstrap_servers}: {exc}") from exc
+        await raise_if_refused(as_kafka_config(cluster), exc)
+        raise BrokerError(f"Kafka admin at {as_kafka_config(cluster).bootstrap_servers}: "
+                          f"{exc}") from exc
     finally:
         await admin.close()
 
@@ -252,7 +269,7 @@ class KafkaSource:
             raise BrokerError(f"{self.name}: cannot consume Kafka topic {self.topic!r} at "
                               f"{config.bootstrap_servers}: {exc}") from exc
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=config.bootstrap_servers,
+            **kafka_client_kwargs(config),
             client_id=config.client_id,
             group_id=self.group,
             enable_auto_commit=False,
@@ -268,6 +285,7 @@ class KafkaSource:
             await self._dead_letters.start()
         except (KafkaError, BrokerError) as exc:
             await consumer.stop()
+            await raise_if_refused(config, exc)
             raise BrokerError(
                 f"{self.name}: cannot consume Kafka topic {self.topic!r} at "
                 f"{config.bootstrap_servers}: {exc}"

@@ -27,6 +27,7 @@ from aiokafka.errors import KafkaError
 from grebe import constants as C
 from grebe.brokers.dead_letters import ReplayReport, Router, StoredDeadLetter
 from grebe.brokers.kafka import KafkaProducer, topic_partitions
+from grebe.brokers.kafka_security import kafka_client_kwargs, raise_if_refused
 from grebe.config import KafkaConfig
 from grebe.errors import BrokerError
 
@@ -48,7 +49,7 @@ class KafkaDeadLetters:
 
     def _consumer(self, **options: object) -> AIOKafkaConsumer:
         return AIOKafkaConsumer(
-            bootstrap_servers=self._config.bootstrap_servers,
+            **kafka_client_kwargs(self._config),
             client_id=f"{self._config.client_id}-dlq", group_id=self._group,
             enable_auto_commit=False, auto_offset_reset="earliest",
             session_timeout_ms=self._config.session_timeout_ms,
@@ -58,7 +59,7 @@ class KafkaDeadLetters:
     async def partitions(self) -> list[TopicPartition]:
         """The dead-letter topic's partitions, asked of the cluster (a consumer's
         metadata knows only the topics it subscribed to)."""
-        counts = await topic_partitions(self._config.bootstrap_servers, [self._topic])
+        counts = await topic_partitions(self._config, [self._topic])
         if self._topic not in counts:
             raise BrokerError(f"Kafka dead-letter topic {self._topic!r} does not exist "
                               "(`grebe topics create` declares it)")
@@ -88,6 +89,7 @@ class KafkaDeadLetters:
                             record.offset < replayed_to,
                         )))
         except KafkaError as exc:
+            await raise_if_refused(self._config, exc)
             raise BrokerError(f"Kafka at {self._config.bootstrap_servers}: {exc}") from exc
         finally:
             await consumer.stop()
@@ -148,6 +150,7 @@ class _ReplayMember:
                         await self._one(tp.partition, record.offset, record.value)
                 await self._commit()
         except KafkaError as exc:
+            await raise_if_refused(self._access._config, exc)
             raise BrokerError(f"Kafka at {self._access._config.bootstrap_servers}: {exc}"
                               ) from exc
         finally:
@@ -184,7 +187,7 @@ class _ReplayMember:
         committed): producing to it would leave it to broker auto-create."""
         if topic in self._targets_seen:
             return
-        if not await topic_partitions(self._access._config.bootstrap_servers, [topic]):
+        if not await topic_partitions(self._access._config, [topic]):
             raise BrokerError(f"stream topic {topic!r} does not exist; create it (`grebe "
                               "topics create`) and replay again")
         self._targets_seen.add(topic)

@@ -19,11 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from grebe import constants as C
-from grebe.brokers.kafka import create_topic
+from grebe.brokers.kafka import admin_client, as_kafka_config, create_topic
+from grebe.brokers.kafka_security import raise_if_refused
 from grebe.config import KafkaConfig
 from grebe.errors import BrokerError, ConfigError
 
@@ -85,24 +85,26 @@ def topic_spec(config: KafkaConfig, name: str, role: Role) -> TopicSpec:
 
 async def inspect_topics(config: KafkaConfig, specs: Sequence[TopicSpec]) -> list[TopicState]:
     """Each declared topic beside the cluster's partitions and replication factor."""
-    found = await describe_existing(config.bootstrap_servers, [s.name for s in specs])
+    found = await describe_existing(config, [s.name for s in specs])
     return [TopicState(s, *found.get(s.name, (None, None))) for s in specs]
 
 
-async def describe_existing(bootstrap_servers: str, names: Sequence[str]
+async def describe_existing(cluster: KafkaConfig | str, names: Sequence[str]
                             ) -> dict[str, tuple[int, int]]:
     """{topic: (partitions, replication factor)} of those of `names` that exist.
 
     Only existing topics are described: a metadata request naming a missing topic makes
     a broker with auto.create.topics.enable create it (aiokafka's describe_topics asks
     that way), which is the very thing this check is there to prevent."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    bootstrap_servers = as_kafka_config(cluster).bootstrap_servers
+    admin = admin_client(cluster)
     try:
         await admin.start()
         existing = set(await admin.list_topics())
         wanted = [name for name in dict.fromkeys(names) if name in existing]
         described = await admin.describe_topics(wanted) if wanted else []
     except KafkaError as exc:
+        await raise_if_refused(as_kafka_config(cluster), exc)
         raise BrokerError(f"Kafka admin at {bootstrap_servers}: {exc}") from exc
     finally:
         await admin.close()
@@ -120,7 +122,7 @@ async def create_missing(config: KafkaConfig, states: Sequence[TopicState]) -> l
     for state in states:
         if not state.exists:
             spec = state.spec
-            await create_topic(config.bootstrap_servers, spec.name, spec.partitions,
+            await create_topic(config, spec.name, spec.partitions,
                                replication=spec.replication_factor)
             log.info("created Kafka topic %r (%s): %d partitions, replication %d",
                      spec.name, spec.role, spec.partitions, spec.replication_factor)

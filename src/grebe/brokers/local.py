@@ -40,9 +40,10 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from grebe import constants as C
+from grebe.brokers.local_retention import RetentionPolicy, RetentionRunner, trim
 from grebe.core.offsets import OffsetTracker
 from grebe.core.source import Message, Outcome
-from grebe.errors import BrokerError
+from grebe.errors import BrokerError, BrokerUnavailableError
 from grebe.sqlitedb import GroupWriter, SqliteDB, write_txn
 
 _SCHEMA = """
@@ -111,6 +112,10 @@ def partition_for(key: bytes | None, partitions: int, counter: itertools.count[i
 
 
 def _init_schema(conn: sqlite3.Connection) -> None:
+    if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
+        # A new log returns space freed by retention to the file system (local_retention);
+        # this can only be chosen before the first table exists.
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
     conn.executescript(_SCHEMA)
 
 
@@ -383,9 +388,15 @@ class LocalLog:
         if prepared:
             _notifier.notify(self.path, list(appends or {}))
 
+    async def trim(self, policy: RetentionPolicy, now: float) -> dict[str, int]:
+        """Apply a retention policy (see local_retention); messages deleted per topic."""
+        return await self._run_write(trim, policy, now)
+
     async def _run_write(self, fn: Callable[..., R], *args: Any) -> R:
         try:
             return await self._db.run(fn, *args)
+        except sqlite3.OperationalError as exc:  # disk full, locked, I/O: a system fault
+            raise BrokerUnavailableError(f"local log {self.path}: {exc}") from exc
         except sqlite3.Error as exc:
             raise BrokerError(f"local log {self.path}: {exc}") from exc
 
@@ -476,8 +487,11 @@ class LocalSource:
         commit_interval_s: float = C.DEFAULT_COMMIT_INTERVAL_S,
         commit_batch: int = C.DEFAULT_COMMIT_BATCH,
         lock_wait_s: float = C.CONSUMER_LOCK_TIMEOUT_S,
+        retention: RetentionPolicy | None = None,
     ) -> None:
         self.name = name
+        self._retention_policy = retention
+        self._retention: RetentionRunner | None = None
         self._lock_wait_s = lock_wait_s
         self.topic = topic
         self.group = group
@@ -515,6 +529,9 @@ class LocalSource:
             self._tracker.mark_committed(part, offset)
         self._committed = dict(committed)
         self._committer = asyncio.create_task(self._commit_loop(), name=f"commit:{self.name}")
+        if self._retention_policy is not None:
+            self._retention = await RetentionRunner.acquire(
+                LocalLog(self._log.path), self._retention_policy)
         self._started = True
 
     async def stop(self) -> None:
@@ -522,6 +539,9 @@ class LocalSource:
         if not self._started:
             return
         self._started = False
+        if self._retention is not None:
+            await self._retention.release()
+            self._retention = None
         if self._committer is not None:
             self._committer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -586,7 +606,14 @@ class LocalSource:
             self._full.set()
 
     async def commit(self) -> None:
-        """Store every committable offset now, with the dead letters it passes."""
+        """Store every committable offset now, with the dead letters it passes.
+
+        Shielded: the transaction runs in a thread and cannot be called back, so a
+        cancelled caller (stop() cancelling the committer) must not skip the
+        bookkeeping after it, or the next commit would append its dead letters again."""
+        await asyncio.shield(self._commit_locked())
+
+    async def _commit_locked(self) -> None:
         async with self._commit_lock:
             offsets = self._tracker.committable()
             if not offsets:

@@ -212,6 +212,7 @@ class RabbitSource:
         self._buffer: asyncio.Queue[AbstractIncomingMessage] = asyncio.Queue(
             maxsize=2 * config.prefetch
         )
+        self._handed_out = 0  # deliveries given to the dispatcher and not finished yet
 
     async def start(self) -> None:
         self._connection = await _connect(self._config.url)
@@ -259,6 +260,7 @@ class RabbitSource:
             return None  # its channel died: the broker redelivers it on the new one
         headers = delivery.headers or {}
         attempt = headers.get(C.RABBIT_ATTEMPT_HEADER, 1)
+        self._handed_out += 1
         return Message(
             source=self.name, value=delivery.body, partition=0,
             offset=delivery.delivery_tag or 0,
@@ -281,6 +283,8 @@ class RabbitSource:
         delivery = message.token
         if not isinstance(delivery, AbstractIncomingMessage):
             raise BrokerError(f"{self.name}: message {message.offset} is not a RabbitMQ delivery")
+        # Finished here either way: acked, or (its channel gone) requeued by the broker.
+        self._handed_out = max(0, self._handed_out - 1)
         try:
             # Its channel is gone: the broker already requeued it. Check before a RETRY
             # or DEAD publish, so a dead channel does not also leave a copy behind.
@@ -323,11 +327,34 @@ class RabbitSource:
 
     async def lag(self) -> int:
         """Messages ready in the queue (not delivered to any consumer yet)."""
+        return await self._ready(self.queue)
+
+    async def _ready(self, queue: str) -> int:
         # On the raw channel: aio-pika answers a passive declare of a known queue from
         # its cache, with the count of when it was first declared.
         raw = await self._started().get_underlay_channel()
-        declared = await raw.queue_declare(self.queue, passive=True)
+        declared = await raw.queue_declare(queue, passive=True)
         return int(declared.message_count or 0)
+
+    async def drained(self) -> bool:
+        """True when nothing is left to do: the queue and this source's retry queues
+        hold no message, none is buffered here and every delivery handed out finished."""
+        if self._handed_out or not self._buffer.empty():
+            return False
+        for queue in [self.queue, *(retry_queue_name(self.queue, n) for n in self._retry_queues)]:
+            if await self._ready(queue):
+                return False
+        return True
+
+    async def wait_drained(self) -> None:
+        """Return once `drained()` held on RABBIT_DRAINED_CHECKS checks in a row, spaced
+        RABBIT_DRAINED_INTERVAL_S apart (`grebe run --exit-when-done`). A queue has no
+        offsets to compare with an end, so "caught up" is "empty and nothing in hand";
+        the repeated check covers a delivery still on its way to this consumer."""
+        quiet = 0
+        while quiet < C.RABBIT_DRAINED_CHECKS:
+            await asyncio.sleep(C.RABBIT_DRAINED_INTERVAL_S)
+            quiet = quiet + 1 if await self.drained() else 0
 
     def _started(self) -> AbstractRobustChannel:
         if self._channel is None or self._connection is None:

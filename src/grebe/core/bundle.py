@@ -91,13 +91,18 @@ def load_factory(name: str) -> BundleFactory:
 
 
 def build_bundle(config: GrebeConfig) -> PlanBundle:
+    """Build the configured bundle; plans that use the default task time limit get
+    `engine.task_timeout_s`, so the setting applies to every flow without each factory
+    passing it on."""
     bundle = load_factory(factory_name(config))(config)
     if not isinstance(bundle, PlanBundle):
         raise ConfigError(
             f"plans.factory {factory_name(config)!r} returned {type(bundle).__name__}, "
             "not a PlanBundle"
         )
-    if config.tracing.enabled:
+    for plan in bundle.plans:
+        plan.apply_default_timeout(config.engine.task_timeout_s)
+    if config.tracing.enabled:  # after the timeouts: traced plans copy them
         from grebe.tracing import instrument
 
         instrument(bundle, config.tracing)

@@ -9,6 +9,12 @@ on a source's poll, or until the exact moment a QPS window frees a slot.
 
 A message holds its in-flight slot until it is finished (acked done or dead-lettered),
 including while it waits for a retry, so `max_in_flight` bounds everything in memory.
+
+Failures are classified (grebe.errors.is_system_fault). A post's own failure is retried
+up to `max_attempts`, then dead-lettered. A system fault (no engine up, store or disk or
+model server down) is not the post's: it costs no attempt, is never dead-lettered, and
+pauses intake with a growing backoff until a post succeeds again, so an outage holds the
+backlog in the broker (offsets uncommitted) instead of draining it into dead letters.
 """
 
 from __future__ import annotations
@@ -33,10 +39,11 @@ from grebe import constants as C
 from grebe.codec import decode_envelope, encode
 from grebe.config import DispatcherConfig, StreamConfig
 from grebe.core.backoff import Backoff
+from grebe.core.engine import EngineDiedError
 from grebe.core.executor import Executor
 from grebe.core.metrics import DispatcherMetrics, NullMetrics
 from grebe.core.source import Message, Outcome, Source
-from grebe.errors import ConfigError, DecodeError
+from grebe.errors import ConfigError, DecodeError, is_system_fault
 from grebe.types import DeadLetter, TaskPayload, TaskResult, UserContext
 
 log = logging.getLogger(__name__)
@@ -62,6 +69,7 @@ class DispatcherStats:
     dead: int = 0
     poll_errors: int = 0
     ack_errors: int = 0
+    system_faults: int = 0  # failures of the system, retried without counting an attempt
 
 
 def qps_item(max_qps: float) -> RateLimitItem:
@@ -90,7 +98,10 @@ def limiter_storage_from(uri: str, namespace: str = C.DEFAULT_REDIS_NAMESPACE) -
 class _InFlightSlots:
     """A counting semaphore that hands out as many free slots as a batch can use.
 
-    Slots taken for a poll are `reserved` until the poll says how many it filled."""
+    Slots taken for a poll are `reserved`; each message the poll hands out `claim`s one
+    as it becomes an entry, and `settle` gives back what was not claimed. Claiming per
+    message (not counting after the poll) keeps the count right when a poll fails half
+    way: the entries already made hold their slots, the rest are returned."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
@@ -113,10 +124,18 @@ class _InFlightSlots:
         self.idle.clear()
         return n
 
-    def settle(self, reserved: int, taken: int) -> None:
-        """A poll that reserved `reserved` slots handed out `taken` messages."""
-        self.reserved -= reserved
-        self.release(reserved - taken)
+    def claim(self, reservation: _Reservation) -> None:
+        """One reserved slot now belongs to a message (until its `release`)."""
+        if reservation.left <= 0:
+            raise RuntimeError("a poll handed out more messages than it reserved slots for")
+        reservation.left -= 1
+        self.reserved -= 1
+
+    def settle(self, reservation: _Reservation) -> None:
+        """The poll is over: give back the slots it reserved and did not claim."""
+        left, reservation.left = reservation.left, 0
+        self.reserved -= left
+        self.release(left)
 
     def release(self, n: int = 1) -> None:
         if n:
@@ -127,6 +146,15 @@ class _InFlightSlots:
 
     def wake(self) -> None:
         self._freed.set()
+
+
+class _Reservation:
+    """The slots one intake round reserved and has not yet given to messages."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, left: int) -> None:
+        self.left = left
 
 
 class _StreamState:
@@ -154,7 +182,8 @@ class _Entry:
     """One message from poll to ack. Being callable, it is its future's done-callback."""
 
     __slots__ = (
-        "attempt", "dispatcher", "last_error", "message", "payload", "settled", "stream",
+        "attempt", "dispatcher", "engine_deaths", "last_error", "message", "payload",
+        "settled", "stream", "system_faults",
     )
 
     def __init__(
@@ -168,6 +197,8 @@ class _Entry:
         self.attempt = message.attempt
         self.last_error: str | None = None
         self.settled = False  # its in-flight slot was given back
+        self.system_faults = 0  # system faults in a row (they cost no attempt)
+        self.engine_deaths = 0  # engines that died while running it
 
     def __call__(self, future: asyncio.Future[TaskResult] | BaseException | None) -> None:
         self.dispatcher._finish(self, future)
@@ -219,6 +250,8 @@ class Dispatcher:
         self._retries: dict[_Entry, asyncio.TimerHandle] = {}
         self._running = False
         self._completer: asyncio.Task[None] | None = None
+        self._paused_until = 0.0  # epoch seconds: intake waits while a system fault lasts
+        self._resumed = asyncio.Event()  # a success (or stop) ends the pause early
 
     @property
     def in_flight(self) -> int:
@@ -257,6 +290,7 @@ class Dispatcher:
         acked done), so its broker redelivers it."""
         self._stopping.set()
         self._slots.wake()
+        self._resumed.set()
         drained = True
         try:
             async with asyncio.timeout(drain_window_s):
@@ -289,16 +323,19 @@ class Dispatcher:
         poll_timeout = self._config.poll_timeout_s
         round_ = 0
         while not self._stopping.is_set():
+            if self._paused_until > time.time():  # a system fault: let the backlog wait
+                await self._wait_out_pause()
+                continue
             slots = await self._slots.acquire(batch, self._stopping)
             if not slots:
                 break
+            reservation = _Reservation(slots)
             now = time.time()
             active = [s for s in streams if s.ready_at <= now]
             if not active:  # every stream is out of QPS budget or backing off an error
-                self._slots.settle(slots, 0)
+                self._slots.settle(reservation)
                 await self._sleep_until(min(s.ready_at for s in streams))
                 continue
-            got = 0
             try:
                 if all(s.empty_round >= 0 for s in active):
                     # Everything is idle: block in the sources (not in a sleep) until a
@@ -307,7 +344,7 @@ class Dispatcher:
                     waiting = [s.ready_at for s in streams if s.ready_at > now]
                     if waiting:
                         timeout = max(0.0, min(timeout, min(waiting) - now))
-                    got = await self._poll_idle(active, slots, timeout, round_)
+                    await self._poll_idle(active, reservation, timeout, round_)
                 else:
                     # Skip streams that were empty in the round just before, so the
                     # busy ones get the polls; the skipped ones are retried next round.
@@ -316,10 +353,19 @@ class Dispatcher:
                         ready[0] if len(ready) == 1
                         else self._rng.choices(ready, [s.weight for s in ready])[0]
                     )
-                    got = await self._poll(stream, slots, 0.0, round_)
+                    await self._poll(stream, reservation, slots, 0.0, round_)
             finally:
-                self._slots.settle(slots, got)
+                self._slots.settle(reservation)
             round_ += 1
+
+    async def _wait_out_pause(self) -> None:
+        """Wait while a system fault pauses intake: until the pause ends, a post
+        succeeds again, or stop()."""
+        while self._paused_until > time.time() and not self._stopping.is_set():
+            self._resumed.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0.0, self._paused_until - time.time())):
+                    await self._resumed.wait()
 
     async def _sleep_until(self, when: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -327,20 +373,25 @@ class Dispatcher:
                 await self._stopping.wait()
 
     async def _poll_idle(
-        self, active: list[_StreamState], slots: int, wait_s: float, round_: int
+        self, active: list[_StreamState], reservation: _Reservation, wait_s: float,
+        round_: int,
     ) -> int:
+        slots = reservation.left
         if len(active) == 1 or slots < len(active):
             stream = self._rng.choices(active, [s.weight for s in active])[0]
-            return await self._poll(stream, slots, wait_s, round_)
+            return await self._poll(stream, reservation, slots, wait_s, round_)
         share = slots // len(active)
         counts = await asyncio.gather(
-            *(self._poll(s, share, wait_s, round_) for s in active)
+            *(self._poll(s, reservation, share, wait_s, round_) for s in active)
         )
         return sum(counts)
 
-    async def _poll(self, s: _StreamState, most: int, wait_s: float, round_: int) -> int:
+    async def _poll(
+        self, s: _StreamState, reservation: _Reservation, most: int, wait_s: float,
+        round_: int,
+    ) -> int:
         """Poll up to `most` messages of one stream (within its QPS budget) and submit
-        them. Returns how many were taken (each now holds one in-flight slot)."""
+        them, each claiming one slot of `reservation`. Returns how many were taken."""
         limiter, limit = self._limiter, s.limit
         try:
             if limit is not None and limiter is not None:
@@ -365,16 +416,21 @@ class Dispatcher:
             s.empty_round = round_
             return 0
         s.empty_round = -2
+        # A system fault began while this poll waited: these wait for it to end too (a
+        # stop meanwhile leaves them un-acked, for redelivery).
+        await self._wait_out_pause()
+        if self._stopping.is_set() and self._paused_until > time.time():
+            return 0
         if limit is not None and limiter is not None:
-            return await self._submit_within_budget(s, limit, limiter, messages)
+            return await self._submit_within_budget(s, reservation, limit, limiter, messages)
         if self._closed:  # stop() gave up while we polled: leave these for redelivery
             return 0
-        self._submit_batch(s, messages)
+        self._submit_batch(s, reservation, messages)
         return len(messages)
 
     async def _submit_within_budget(
-        self, s: _StreamState, limit: RateLimitItem, limiter: MovingWindowRateLimiter,
-        messages: list[Message],
+        self, s: _StreamState, reservation: _Reservation, limit: RateLimitItem,
+        limiter: MovingWindowRateLimiter, messages: list[Message],
     ) -> int:
         """Spend budget for `messages`, then submit them. Spent after the poll, so a
         stream trickling below its budget never pays for messages it did not get. When
@@ -398,7 +454,7 @@ class Dispatcher:
                         continue
             except Exception:  # a broken limiter store must not stall the stream
                 log.warning("QPS limiter of stream %s failed", s.name, exc_info=True)
-            self._submit_batch(s, messages[submitted : submitted + want])
+            self._submit_batch(s, reservation, messages[submitted : submitted + want])
             submitted += want
         return submitted
 
@@ -412,16 +468,20 @@ class Dispatcher:
         except Exception:
             log.warning("lag() of stream %s failed", s.name, exc_info=True)
 
-    def _submit_batch(self, s: _StreamState, messages: list[Message]) -> None:
+    def _submit_batch(
+        self, s: _StreamState, reservation: _Reservation, messages: list[Message]
+    ) -> None:
         self.stats.received += len(messages)
         self._metrics.received(s.name, len(messages))
         now = time.time()
         deadline = now + s.deadline_s if s.deadline_s else None
         name, eligibilities = s.name, s.eligibilities
+        claim = self._slots.claim
         for message in messages:
             try:
                 envelope = decode_envelope(message.value)
             except DecodeError as exc:
+                claim(reservation)
                 entry = _Entry(self, s, message, None)
                 entry.last_error = str(exc)
                 self._finish(entry, None)
@@ -437,13 +497,14 @@ class Dispatcher:
                 source=name,
                 enqueued_at=now,
             )
+            claim(reservation)  # only once its entry exists, to finish and release it
             self._submit(_Entry(self, s, message, payload))
 
     def _submit(self, entry: _Entry) -> None:
         assert entry.payload is not None
         try:
             future = self._executor.submit(entry.payload)
-        except Exception as exc:  # executor down or full: a failed attempt like any other
+        except Exception as exc:  # executor down or full: classified in _complete
             self._finish(entry, exc)
             return
         if future.done():  # resolved already (a cache hit, a fast path): skip a callback
@@ -486,27 +547,47 @@ class Dispatcher:
         if entry.payload is None:
             await self._dead_letter(entry, C.DEAD_REASON_DECODE)
             return
+        system = False
         if isinstance(outcome, asyncio.Future):
             if outcome.cancelled():
                 entry.last_error = "cancelled"
             elif (exc := outcome.exception()) is not None:
                 entry.last_error = _describe(exc)
+                system = is_system_fault(exc)
+                if isinstance(exc, EngineDiedError):
+                    # An engine gone is the system's fault (a kill, an OOM of the whole
+                    # engine), unless the post keeps being there when engines die: from
+                    # its max_attempts-th death on, it is a suspect and each death costs
+                    # an attempt, so a post that crashes engines ends as a dead letter.
+                    entry.engine_deaths += 1
+                    system = entry.engine_deaths < self._config.max_attempts
             else:
                 result: TaskResult = outcome.result()
                 if result.finished_at > result.started_at > 0:
                     self._metrics.task_duration(s.name, result.finished_at - result.started_at)
                 for plan, seconds in result.plan_seconds.items():
                     self._metrics.plan_duration(plan, seconds)
-                if result.success:
+                if result.success:  # the system works again: end any pause now
+                    if self._paused_until:
+                        self._paused_until = 0.0
+                        self._resumed.set()
                     await self._ack(entry, Outcome.DONE)
                     self.stats.done += 1
                     s.unreported_done += 1
                     return
                 entry.last_error = result.error or "failed"
+                system = result.system_fault
+                if result.rejected and not system and not self._closed:
+                    await self._dead_letter(entry, result.rejected)  # retrying cannot help
+                    return
         elif isinstance(outcome, BaseException):
             entry.last_error = _describe(outcome)
+            system = is_system_fault(outcome)
         if self._closed:  # stopping: leave it un-acked for redelivery
             self._settle(entry)
+            return
+        if system:
+            self._retry_system_fault(entry)
             return
         if entry.attempt >= self._config.max_attempts:
             await self._dead_letter(entry, C.DEAD_REASON_MAX_ATTEMPTS)
@@ -520,12 +601,36 @@ class Dispatcher:
             loop = asyncio.get_running_loop()
             self._retries[entry] = loop.call_later(delay, self._resubmit, entry)
 
-    def _resubmit(self, entry: _Entry) -> None:
+    def _retry_system_fault(self, entry: _Entry) -> None:
+        """Not the post's fault: keep its slot and its attempt count, pause intake and
+        resubmit after the pause (equal jitter, so a burst of failures spreads out).
+        Even for sources that retry themselves, the message stays here: their retry
+        would count a delivery against the post."""
+        self.stats.system_faults += 1
+        entry.system_faults += 1
+        # Its own backoff grows with its system faults in a row; the pause lasts as long
+        # as its wait, and every failure during an outage extends it: intake stays
+        # paused while posts keep failing this way, and resumes on a success, or when
+        # the pause runs out with nothing failing any more.
+        pause = self._backoff.ceiling(entry.system_faults)
+        now = time.time()
+        if self._paused_until <= now:
+            log.warning(
+                "system fault (%s); pausing intake, the post is retried without "
+                "counting an attempt", entry.last_error,
+            )
+        self._paused_until = max(self._paused_until, now + pause)
+        delay = pause * (0.5 + 0.5 * self._rng.random())
+        loop = asyncio.get_running_loop()
+        self._retries[entry] = loop.call_later(delay, self._resubmit, entry, False)
+
+    def _resubmit(self, entry: _Entry, count_attempt: bool = True) -> None:
         self._retries.pop(entry, None)
         if self._closed:
             return
         assert entry.payload is not None
-        entry.attempt += 1
+        if count_attempt:
+            entry.attempt += 1
         deadline = time.time() + entry.stream.deadline_s if entry.stream.deadline_s else None
         entry.payload = msgspec.structs.replace(
             entry.payload, attempt=entry.attempt, deadline=deadline

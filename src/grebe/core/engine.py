@@ -15,8 +15,12 @@ payloads; engines return results the same way. Futures live and resolve in the
 dispatcher process. A payload goes to the live engine with the fewest in flight.
 
 An engine that dies fails its in-flight futures with EngineDiedError (the dispatcher
-retries them like any failure) and is restarted, at most ENGINE_MAX_RESTARTS times per
-ENGINE_RESTART_WINDOW_S; past that, `failed` is set and the supervisor shuts down.
+retries them as a system fault, until a post has seen so many deaths that it is the
+suspect: see Dispatcher) and is restarted.
+Restarts never stop: an engine that keeps dying, or a replacement that dies while it
+loads its models, is restarted after an exponential backoff (ENGINE_RESTART_BACKOFF_*).
+Meanwhile payloads wait parked for the next engine that comes up; an engine outage is a
+system fault, so it must never turn into failed attempts of the posts waiting for it.
 Engines die with the dispatcher: PR_SET_PDEATHSIG where the kernel has it, and EOF on
 the socket everywhere.
 
@@ -47,7 +51,7 @@ import msgspec
 
 from grebe import constants as C
 from grebe.core.executor import ExecutorUnavailableError
-from grebe.errors import DecodeError, GrebeError
+from grebe.errors import DecodeError, GrebeError, is_system_fault
 from grebe.types import TaskPayload, TaskResult
 
 log = logging.getLogger(__name__)
@@ -243,7 +247,8 @@ class _EngineServer:
             now = time.time()
             result = TaskResult(
                 payload_id=payload.payload_id, post_id=payload.post.id, success=False,
-                error=f"{type(exc).__name__}: {exc}", started_at=now, finished_at=now,
+                error=f"{type(exc).__name__}: {exc}", system_fault=is_system_fault(exc),
+                started_at=now, finished_at=now,
             )
         self._outbox.append((payload_id, result))
         if not self._flush_scheduled:
@@ -296,8 +301,7 @@ class ProcessExecutor:
         # Payloads submitted while no engine is alive (all restarting): sent to the next
         # one that comes up. Bounded by the dispatcher's in-flight cap.
         self._parked: list[tuple[int, TaskPayload, asyncio.Future[TaskResult]]] = []
-        self.failed = asyncio.Event()
-        self.failure: str | None = None
+        self.failure: str | None = None  # why engines are down, while a restart fails
 
     @property
     def pids(self) -> list[int]:
@@ -377,8 +381,6 @@ class ProcessExecutor:
                 best, fewest = engine, len(engine.in_flight)
         if best is not None:
             self._assign(best, payload_id, payload, future)
-        elif self.failed.is_set():
-            future.set_exception(ExecutorUnavailableError(f"engines failed: {self.failure}"))
         else:
             self._parked.append((payload_id, payload, future))
         return future
@@ -473,31 +475,39 @@ class ProcessExecutor:
         self._deaths.append(now)
         while self._deaths and self._deaths[0] < now - C.ENGINE_RESTART_WINDOW_S:
             self._deaths.popleft()
-        if len(self._deaths) > C.ENGINE_MAX_RESTARTS:
-            self._fail(f"{len(self._deaths)} engine deaths in {C.ENGINE_RESTART_WINDOW_S:.0f}s")
-            return
-        restart = asyncio.create_task(self._restart(engine.index))
+        restart = asyncio.create_task(self._restart(engine.index, len(self._deaths)))
         self._restarts.add(restart)
         restart.add_done_callback(self._restarts.discard)
 
-    async def _restart(self, index: int) -> None:
-        try:
-            await self._spawn(index)
-        except EngineStartError as exc:
-            self._fail(str(exc))
+    async def _restart(self, index: int, recent_deaths: int) -> None:
+        """Bring engine `index` back, however often it takes: the first restart of a
+        quiet spell is immediate, then each death or failed start in the window doubles
+        the wait (up to ENGINE_RESTART_BACKOFF_MAX_S), so a crash loop costs little CPU
+        and posts wait parked instead of being failed."""
+        failures = max(0, recent_deaths - 1)
+        while not self._stopping:
+            if failures:
+                delay = min(
+                    C.ENGINE_RESTART_BACKOFF_MAX_S,
+                    C.ENGINE_RESTART_BACKOFF_BASE_S * 2.0 ** min(failures - 1, 30),
+                )
+                log.warning("restarting engine %d in %.1fs", index, delay)
+                await asyncio.sleep(delay)
+            try:
+                await self._spawn(index)
+            except EngineStartError as exc:
+                failures += 1
+                self.failure = str(exc)
+                log.error("engine %d restart failed (%s); retrying", index, exc)
+                continue
+            if not self._parked and len(self._live) == self._processes:
+                self.failure = None
+            return
 
-    def _fail(self, reason: str) -> None:
-        log.error("giving up on engines: %s", reason)
-        self.failure = reason
-        self.failed.set()
-        parked, self._parked = self._parked, []
-        for _, _, future in parked:
-            if not future.done():
-                future.set_exception(ExecutorUnavailableError(f"engines failed: {reason}"))
-
-    async def stop(self) -> None:
+    async def stop(self, timeout_s: float = C.ENGINE_STOP_TIMEOUT_S) -> None:
         """Stop every engine: payloads still running are abandoned (their futures are
-        cancelled) and will be redelivered by the broker."""
+        cancelled) and will be redelivered by the broker. Engines get `timeout_s` in all
+        (not each) to stop cleanly; the ones still running then are killed."""
         self._stopping = True
         for task in list(self._restarts):
             task.cancel()
@@ -506,15 +516,16 @@ class ProcessExecutor:
             if engine.alive:
                 with contextlib.suppress(ConnectionError, RuntimeError):
                     engine.writer.write(_frame(Stop()))
-        for engine in engines:
-            try:
-                async with asyncio.timeout(C.ENGINE_STOP_TIMEOUT_S):
-                    await engine.process.wait()
-            except TimeoutError:
-                log.warning("engine %d did not stop in time; killing it", engine.index)
+        waits = [asyncio.ensure_future(e.process.wait()) for e in engines]
+        if waits:
+            await asyncio.wait(waits, timeout=max(0.0, timeout_s))
+        for engine, wait in zip(engines, waits, strict=True):
+            if not wait.done():
+                log.warning("engine %d did not stop in %.1fs; killing it", engine.index,
+                            timeout_s)
                 with contextlib.suppress(ProcessLookupError):
                     engine.process.kill()
-                await engine.process.wait()
+                await wait
             if engine.pump is not None:
                 engine.pump.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

@@ -12,14 +12,15 @@ import contextlib
 import logging
 from typing import Protocol, runtime_checkable
 
-from grebe.errors import GrebeError
+from grebe.errors import SystemFault
 from grebe.types import TaskPayload, TaskResult
 
 log = logging.getLogger(__name__)
 
 
-class ExecutorUnavailableError(GrebeError):
-    """The executor cannot take a payload now (not started, stopped, or full)."""
+class ExecutorUnavailableError(SystemFault):
+    """The executor cannot take a payload now (not started, stopped, full, or no engine
+    is up): a system fault, so the post is retried later and never dead-lettered for it."""
 
 
 @runtime_checkable

@@ -142,6 +142,11 @@ class SharedCache:
             if self._inflight.get(key) is asyncio.current_task():
                 del self._inflight[key]
 
+    def put(self, key: Hashable, value: Any) -> None:
+        """Cache a value computed elsewhere (work that must stop with its caller, such
+        as media hydration, runs in the payload memo and only its result lands here)."""
+        self._cache[key] = value
+
     def get(self, key: Hashable, default: Any = None) -> Any:
         """The cached value, or `default` if absent or expired (never computes)."""
         return self._cache.get(key, default)

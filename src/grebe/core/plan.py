@@ -15,7 +15,8 @@ Rules of a run:
   are SKIPPED, not FAILED: only the task that raised is FAILED, so `task_status` and
   `error` point at the cause. Independent branches keep running to the end.
 - A task that raises fails; so does one that runs past its timeout (`TaskSpec.timeout_s`,
-  else the plan's `task_timeout_s`), with a TimeoutError message.
+  else the plan's `task_timeout_s`), with a TimeoutError message. Time the payload spent
+  queued for a model does not count (core.deadlines: waiting is not running).
 - A task about to start after the payload's deadline (`payload.expired()`) is SKIPPED.
 - Plan status: FAILED if any task failed; else SKIPPED if any task was skipped; else
   SUCCESS.
@@ -47,10 +48,10 @@ from types import MappingProxyType
 from typing import Any
 
 from grebe.constants import DEFAULT_TASK_TIMEOUT_S
-from grebe.core.deadlines import Deadline, deadline_at
+from grebe.core.deadlines import Deadline, deadline_at, payload_waits
 from grebe.core.memo import PayloadMemo, cancel_and_wait
 from grebe.core.task import SKIP, PlanOutput, SkipTask, TaskContext, TaskFn, TaskSpec
-from grebe.errors import PlanError
+from grebe.errors import PlanError, PostRejectedError, is_system_fault
 from grebe.types import TaskPayload, TaskStatus
 
 _SUCCESS = TaskStatus.SUCCESS
@@ -80,6 +81,8 @@ class PlanResult:
     finished_at: float
     skip_reasons: dict[str, str] = field(default_factory=dict)
     task_errors: dict[str, str] = field(default_factory=dict)  # task -> "ExcType: message"
+    system_fault: bool = False  # a task failed for the system's fault (errors.is_system_fault)
+    rejected: str | None = None  # a task rejected the post for good (errors.PostRejectedError)
 
 
 class ResumedCoroutine:
@@ -155,9 +158,11 @@ class Plan:
         "_fns",
         "_names",
         "_npreds",
+        "_own_timeout",
         "_roots",
         "_succs",
         "_timeouts",
+        "_uses_default",
         "deps",
         "eligibility",
         "name",
@@ -174,21 +179,28 @@ class Plan:
         *,
         eligibility: str,
         version: str = "1",
-        task_timeout_s: float = DEFAULT_TASK_TIMEOUT_S,
+        task_timeout_s: float | None = None,
     ) -> None:
+        """`task_timeout_s=None`: the deployment's default (`engine.task_timeout_s`,
+        applied by core.bundle.build_bundle; DEFAULT_TASK_TIMEOUT_S until then)."""
         if not isinstance(name, str) or not name:
             raise PlanError(f"a plan name must be a non-empty string, got {name!r}")
         if not isinstance(eligibility, str) or not eligibility:
             raise PlanError(f"plan {name!r}: eligibility must be a non-empty string")
         if not isinstance(tasks, Mapping) or not tasks:
             raise PlanError(f"plan {name!r} has no tasks")
+        self._uses_default = task_timeout_s is None
+        if task_timeout_s is None:
+            task_timeout_s = DEFAULT_TASK_TIMEOUT_S
         default_timeout = _check_timeout(name, "task_timeout_s", task_timeout_s)
 
         fns: dict[str, TaskFn] = {}
         timeouts: dict[str, float | None] = {}
+        own: dict[str, bool] = {}  # the task has its own timeout (TaskSpec.timeout_s)
         for task_name, task in tasks.items():
             if not isinstance(task_name, str) or not task_name:
                 raise PlanError(f"plan {name!r}: task names must be non-empty strings")
+            own[task_name] = isinstance(task, TaskSpec) and task.timeout_s is not None
             if isinstance(task, TaskSpec):
                 fn = task.fn
                 timeout = (
@@ -262,6 +274,7 @@ class Plan:
         self._names = self.topological_order
         self._fns = tuple(fns[t] for t in order)
         self._timeouts = tuple(timeouts[t] for t in order)
+        self._own_timeout = tuple(own[t] for t in order)
         # Successors in descending order: workers pop ready tasks from the end of a
         # list, so tasks released together start in topological order.
         self._succs = tuple(
@@ -269,6 +282,19 @@ class Plan:
         )
         self._npreds = tuple(len(normalized[t]) for t in order)
         self._roots = tuple(k for k, t in enumerate(order) if not normalized[t])
+
+    def apply_default_timeout(self, task_timeout_s: float) -> None:
+        """Give the deployment's default limit (`engine.task_timeout_s`) to the tasks
+        that use the default: not to a plan built with its own `task_timeout_s`, nor to
+        a task with its own TaskSpec timeout. Call before the plan runs."""
+        if not self._uses_default:
+            return
+        limit = _check_timeout(self.name, "engine.task_timeout_s", task_timeout_s)
+        self.task_timeout_s = task_timeout_s
+        self._timeouts = tuple(
+            current if own else limit
+            for current, own in zip(self._timeouts, self._own_timeout, strict=True)
+        )
 
     @property
     def task_names(self) -> tuple[str, ...]:
@@ -313,6 +339,8 @@ class Plan:
             time.time(),
             state.skip_reasons,
             {names[k]: errors[k] for k in sorted(errors)} if errors else {},
+            state.system_fault,
+            state.rejected,
         )
 
 
@@ -331,10 +359,12 @@ class _PlanRun:
         "doomed",
         "errors",
         "plan",
+        "rejected",
         "remaining",
         "skip_reasons",
         "spawned",
         "status",
+        "system_fault",
         "waiting",
     )
 
@@ -351,6 +381,8 @@ class _PlanRun:
         self.spawned: list[asyncio.Task[None]] | None = None
         self.done: asyncio.Future[None] | None = None  # set when `remaining` reaches 0
         self.crash: BaseException | None = None  # a worker died of an executor bug
+        self.system_fault = False  # a task failed for the system's fault, not the post's
+        self.rejected: str | None = None  # a task rejected the post for good
 
     async def execute(self) -> None:
         try:
@@ -445,7 +477,9 @@ class _PlanRun:
         # `start` is on the monotonic clock; the loop may keep its own (uvloop caches it
         # per iteration), so convert via the time already spent.
         elapsed = _monotonic() - start
-        deadline = deadline_at(asyncio.get_running_loop().time() + limit_s - elapsed)
+        deadline = deadline_at(
+            asyncio.get_running_loop().time() + limit_s - elapsed, payload_waits.get()
+        )
         try:
             value = await resumed
         except BaseException as exc:
@@ -490,6 +524,10 @@ class _PlanRun:
 
     def _fail(self, k: int, exc: BaseException, message: str | None = None) -> None:
         self.status[k] = _FAILED
+        if is_system_fault(exc):
+            self.system_fault = True
+        elif isinstance(exc, PostRejectedError):
+            self.rejected = exc.reason
         text = str(exc) if message is None else message
         kind = type(exc).__name__
         self.errors[k] = f"{kind}: {text}" if text else kind

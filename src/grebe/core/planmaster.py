@@ -15,10 +15,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from grebe.core.deadlines import WaitLedger, payload_waits
 from grebe.core.memo import PayloadMemo, cancel_and_wait
 from grebe.core.plan import Plan, PlanResult, ResumedCoroutine
 from grebe.core.task import PlanOutput
-from grebe.errors import PlanError
+from grebe.errors import PlanError, is_system_fault
 from grebe.types import TaskPayload, TaskResult, TaskStatus
 
 
@@ -41,7 +42,12 @@ class PlanMaster:
         return [plan for plan in self.plans if plan.eligibility in eligibilities]
 
     async def run(self, payload: TaskPayload) -> TaskResult:
-        return self.merge(payload, await self.run_plans(payload))
+        # One wait ledger per payload: its tasks' time limits leave out model queue time.
+        token = payload_waits.set(WaitLedger())
+        try:
+            return self.merge(payload, await self.run_plans(payload))
+        finally:
+            payload_waits.reset(token)
 
     async def run_plans(self, payload: TaskPayload) -> list[PlanResult]:
         """Each eligible plan's own result, in plan order. Raises only CancelledError."""
@@ -144,6 +150,8 @@ class PlanMaster:
             embedding=embedding,
             transcript=transcript,
             error="; ".join(errors) if errors else None,
+            system_fault=any(r.system_fault for r in results),
+            rejected=next((r.rejected for r in results if r.rejected), None),
             started_at=min(r.started_at for r in results),
             finished_at=max(r.finished_at for r in results),
         )
@@ -166,6 +174,7 @@ async def _guarded(plan: Plan, awaitable: Any) -> PlanResult:
 
 def _crashed(plan: Plan, exc: BaseException, started_at: float) -> PlanResult:
     return PlanResult(
+        system_fault=is_system_fault(exc),
         plan=plan.name,
         version=plan.version,
         status=TaskStatus.FAILED,

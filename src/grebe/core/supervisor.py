@@ -63,11 +63,6 @@ class Runtime:
         self._dispatching: asyncio.Task[None] | None = None
         self._metrics_server: Any = None
 
-    @property
-    def engines_failed(self) -> asyncio.Event | None:
-        failed = getattr(self.executor, "failed", None)
-        return failed if isinstance(failed, asyncio.Event) else None
-
     async def start(self) -> None:
         config = self.config
         verify_coverage(config)  # before any source opens: a config that does nothing fails
@@ -134,8 +129,14 @@ class Runtime:
         return self._dispatching
 
     async def stop(self, drain_window_s: float | None = None) -> bool:
-        """Two-phase stop; True when every in-flight post finished within the window."""
+        """Two-phase stop; True when every in-flight post finished within the window.
+
+        Returns within the window plus C.SHUTDOWN_MARGIN_S (and the sources' final
+        commit): engines get what is left of the window, at least the margin, to stop
+        cleanly, and are killed past it."""
         window = self.config.engine.drain_window_s if drain_window_s is None else drain_window_s
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + window
         drained = True
         if self.dispatcher is not None:
             drained = await self.dispatcher.stop(window)
@@ -144,13 +145,18 @@ class Runtime:
                 await self._dispatching
             except Exception:
                 log.exception("the dispatcher failed")
-        await self._close()
+        await self._close(max(deadline - loop.time(), 0.0) + C.SHUTDOWN_MARGIN_S)
         return drained
 
-    async def _close(self) -> None:
-        """Stop engines, then sources (their final commit), then the rest."""
+    async def _close(self, engine_timeout_s: float = C.ENGINE_STOP_TIMEOUT_S) -> None:
+        """Stop engines (killed past `engine_timeout_s`), then sources (their final
+        commit), then the rest."""
         if self.executor is not None:
-            await _quietly("executor", self.executor.stop)
+            executor = self.executor
+            if isinstance(executor, ProcessExecutor):
+                await _quietly("executor", lambda: executor.stop(engine_timeout_s))
+            else:
+                await _quietly("executor", executor.stop)
             self.executor = None
         if self._bundle is not None:
             await _quietly("plan bundle", self._bundle.stop)
@@ -163,17 +169,32 @@ class Runtime:
             self._metrics_server.server_close()
             self._metrics_server = None
 
+    def cannot_report_caught_up(self) -> list[str]:
+        """Names of the sources that cannot tell when they are caught up."""
+        return [s.name for s in self.sources if not _can_report_caught_up(s)]
+
     async def wait_caught_up(self) -> None:
         """Wait until every source has committed everything its topic held when this
-        was called (for batch jobs: the demo, `grebe run --exit-when-done`)."""
+        was called (for batch jobs: the demo, `grebe run --exit-when-done`); a queue
+        (RabbitMQ) has no offsets: until it is drained and nothing is in hand."""
         targets = []
         for source in self.sources:
-            end_offsets = getattr(source, "end_offsets", None)
-            wait_committed = getattr(source, "wait_committed", None)
-            if end_offsets is None or wait_committed is None:
+            if not _can_report_caught_up(source):
                 raise GrebeError(f"source {source.name} cannot report when it is caught up")
-            targets.append(wait_committed(await end_offsets()))
+            wait_drained = getattr(source, "wait_drained", None)
+            if wait_drained is not None:
+                targets.append(wait_drained())
+            else:
+                targets.append(source.wait_committed(await source.end_offsets()))  # type: ignore[attr-defined]
         await asyncio.gather(*targets)
+
+
+def _can_report_caught_up(source: Source) -> bool:
+    if callable(getattr(source, "wait_drained", None)):
+        return True
+    return callable(getattr(source, "end_offsets", None)) and callable(
+        getattr(source, "wait_committed", None)
+    )
 
 
 async def _quietly(what: str, stop: Callable[[], Any]) -> None:
@@ -194,23 +215,30 @@ async def serve(config: GrebeConfig, *, exit_when_done: bool = False) -> int:
             log.error("cannot start: %s", exc)
             return C.EXIT_FAILED
         tune_gc()
+        if exit_when_done and (blind := runtime.cannot_report_caught_up()):
+            log.error("--exit-when-done: source(s) %s cannot report when they are caught "
+                      "up; run without it", ", ".join(blind))
+            await runtime.stop(0.0)
+            return C.EXIT_FAILED
         waits: dict[asyncio.Future[Any], str] = {
             asyncio.ensure_future(signals.requested.wait()): "signal",
         }
         if runtime.dispatching is not None:
             waits[runtime.dispatching] = "dispatcher exited"
-        if (failed := runtime.engines_failed) is not None:
-            waits[asyncio.ensure_future(failed.wait())] = "engines failed"
         if exit_when_done:
             waits[asyncio.ensure_future(runtime.wait_caught_up())] = "done"
         finished, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         reasons = sorted(waits[f] for f in finished)
+        for future in finished:  # "done" that raised is a failure, not done
+            if waits[future] == "done" and (error := future.exception()) is not None:
+                log.error("--exit-when-done: cannot tell when caught up: %s", error)
+                reasons[reasons.index("done")] = "caught-up check failed"
         for future in waits:
             if future not in finished and future is not runtime.dispatching:
                 future.cancel()
         log.info("stopping: %s", ", ".join(reasons))
         drained = await runtime.stop()
-    if "engines failed" in reasons or "dispatcher exited" in reasons:
+    if {"dispatcher exited", "caught-up check failed"} & set(reasons):
         return C.EXIT_FAILED
     return C.EXIT_OK if drained else C.EXIT_NOT_DRAINED
 

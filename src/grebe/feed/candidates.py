@@ -6,6 +6,8 @@ applies to them (see grebe.feed.pipeline)."""
 from __future__ import annotations
 
 import time
+import uuid
+from typing import Any
 
 import msgspec
 
@@ -15,6 +17,8 @@ class HomeQuery(msgspec.Struct, kw_only=True):
     max_results: int = 50
     safety_level: str | None = None  # None: the viewer's, else the configured default
     now: float = msgspec.field(default_factory=time.time)
+    #: In every log line of this request (a caller may pass its own, e.g. a header).
+    request_id: str = msgspec.field(default_factory=lambda: uuid.uuid4().hex[:16])
     # Filled by the query hydrators (or given by the caller).
     following: list[str] = []
     muted: set[str] = set()
@@ -22,6 +26,8 @@ class HomeQuery(msgspec.Struct, kw_only=True):
     engaged: list[str] = []  # posts the viewer liked, replied to, shared
     interests: list[str] = []  # stated interests, as text
     interest_vector: list[float] | None = None
+    #: The embeddings the interest vector is the mean of (engaged, authored, stated).
+    interest_vectors: list[list[float]] = []
 
 
 class FeedCandidate(msgspec.Struct, kw_only=True):
@@ -37,10 +43,17 @@ class FeedCandidate(msgspec.Struct, kw_only=True):
     # Filled by hydrators.
     labels: list[str] = []
     scores: dict[str, float] = {}
-    embedding: list[float] | None = None
+    #: A float32 numpy array once hydrated (the scorer stacks them); Any for msgspec.
+    embedding: Any = None
     # Filled by scorers.
     score: float = 0.0
+    #: Each signal's contribution (weight x signal) and the author-diversity factor;
+    #: filled for served posts (grebe.feed.scorers.contributions).
     score_parts: dict[str, float] = {}
+    signals: dict[str, float] = {}  # each signal's value, 0..1
+    diversity: float = 1.0  # the author-diversity factor the score was multiplied by
+    #: Why this post is here (source, filters passed, contributions); set once selected.
+    explanation: dict[str, object] = {}
 
     @property
     def content_id(self) -> str:

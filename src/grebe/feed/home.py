@@ -2,8 +2,12 @@
 
     viewer + interests -> thunder (in-network) + nearest neighbours (out-of-network)
     -> annotations -> duplicate / seen / muted / safety filters
-    -> weighted score, author diversity -> top K -> drop posts deleted meanwhile
-    -> remember what was served (side effect)
+    -> weighted score (interest, recency, quality, engagement, in-network), author
+       diversity -> top K -> drop posts deleted meanwhile -> explanation per post
+    -> remember what was served (side effect; seen for `seen_window_s`)
+
+When the viewer has seen the close out-of-network posts, less similar ones fill the
+page (`similar_posts_backfill`), so the feed does not run dry (docs/serving.md).
 
 `build_home_pipeline(config, store, thunder_store, embedder)` wires it all; flows
 should write annotations through `HomeFeed.annotations` (or call `index_posts`) so
@@ -18,6 +22,7 @@ from typing import Any
 from grebe.config import GrebeConfig
 from grebe.feed.ann import PostANNIndex
 from grebe.feed.candidates import FeedCandidate, HomeQuery
+from grebe.feed.features import FeatureCache
 from grebe.feed.filters import (
     DuplicateFilter,
     GoneFilter,
@@ -27,8 +32,8 @@ from grebe.feed.filters import (
 )
 from grebe.feed.hydrators import AnnotationHydrator, AuthoredPosts, InterestHydrator, ViewerHydrator
 from grebe.feed.indexing import IndexingStore, backfill
-from grebe.feed.pipeline import CandidatePipeline, PipelineResult
-from grebe.feed.scorers import AuthorDiversityScorer, WeightedScorer
+from grebe.feed.pipeline import CandidatePipeline, PipelineMetrics, PipelineResult, ScoreSelector
+from grebe.feed.scorers import AuthorDiversityScorer, WeightedScorer, contributions
 from grebe.feed.settings import FeedSettings, feed_settings
 from grebe.feed.sources import InNetworkSource, SimilarPostsSource
 from grebe.feed.viewers import MemoryViewerDirectory, ViewerDirectory
@@ -40,13 +45,32 @@ from grebe.thunder.store import ThunderStore
 HomeResult = PipelineResult[HomeQuery, FeedCandidate]
 
 
-class TopKSelector:
+class TopKSelector(ScoreSelector[HomeQuery, FeedCandidate]):
+    """The `max_results` best scores; ties go to the newer post, then the post id."""
+
     name = "top_k"
 
-    async def select(self, query: HomeQuery, candidates: list[FeedCandidate]
-                     ) -> list[FeedCandidate]:
-        ranked = sorted(candidates, key=lambda c: (-c.score, -c.created_at, c.post_id))
-        return ranked[: query.max_results]
+    def tiebreak(self, candidate: FeedCandidate) -> tuple[float, str]:
+        return -candidate.created_at, candidate.post_id
+
+    def size(self, query: HomeQuery) -> int:
+        return query.max_results
+
+
+def explain(candidate: FeedCandidate, filters_run: list[str]) -> dict[str, object]:
+    """Why a served post is here: where it came from, the filters it passed, each
+    signal's value and contribution, the author-diversity factor and the final score."""
+    parts = dict(candidate.score_parts)
+    diversity = parts.pop("author_diversity", 1.0)
+    return {
+        "source": candidate.source,
+        "in_network": candidate.in_network,
+        "filters_passed": list(filters_run),
+        "signals": {k: round(v, 6) for k, v in candidate.signals.items()},
+        "contributions": {k: round(v, 6) for k, v in parts.items()},
+        "author_diversity": round(diversity, 6),
+        "score": round(candidate.score, 6),
+    }
 
 
 class RecordServed:
@@ -75,6 +99,7 @@ class HomeFeed:
         self.annotations = annotations
         self.viewers = viewers
         self.thunder = thunder
+        self.features: FeatureCache | None = None  # candidate features kept in memory
 
     async def home(self, user_id: str, *, max_results: int | None = None,
                    safety_level: str | None = None, **query: Any) -> HomeResult:
@@ -82,10 +107,14 @@ class HomeFeed:
         engaged, interests) add to what the viewer directory knows."""
         if safety_level is not None:
             self.settings.blocked_labels(safety_level)  # ConfigError for unknown levels
-        return await self.pipeline.run(HomeQuery(
+        result = await self.pipeline.run(HomeQuery(
             user_id=user_id, max_results=max_results or self.settings.max_results,
             safety_level=safety_level, **query,
         ))
+        for candidate in result.selected:
+            candidate.score_parts = contributions(candidate, self.settings)
+            candidate.explanation = explain(candidate, result.filters_run)
+        return result
 
     async def index_posts(self, post_ids: Iterable[str]) -> int:
         """Index stored embeddings of these posts (after a restart, or when annotations
@@ -111,6 +140,7 @@ def build_home_pipeline(
     index: PostANNIndex | None = None,
     thunder: InNetworkPostsClient | None = None,
     dim: int | None = None,
+    metrics: PipelineMetrics | None = None,
 ) -> HomeFeed:
     """Wire the home timeline.
 
@@ -127,7 +157,11 @@ def build_home_pipeline(
             raise ValueError("build_home_pipeline needs an embedder or dim for the ANN index")
         index = PostANNIndex(size)
     thunder = thunder or LocalThunderClient(thunder_store)
-    annotations = IndexingStore(store, index, settings.embedding_producer)
+    features = FeatureCache(
+        store, settings.embedding_producer, size=settings.feature_cache_posts,
+        ttl_s=settings.feature_cache_ttl_s, concurrency=settings.annotation_concurrency)
+    annotations = IndexingStore(store, index, settings.embedding_producer,
+                                on_write=features.invalidate)
     pipeline: CandidatePipeline[HomeQuery, FeedCandidate] = CandidatePipeline(
         query_hydrators=[
             ViewerHydrator(viewers),
@@ -135,12 +169,15 @@ def build_home_pipeline(
         ],
         sources=[InNetworkSource(thunder, settings),
                  SimilarPostsSource(index, thunder_store, settings)],
-        hydrators=[AnnotationHydrator(store, settings)],
+        hydrators=[AnnotationHydrator(features)],
         filters=[DuplicateFilter(), SeenFilter(), MutedAuthorFilter(), SafetyFilter(settings)],
         scorers=[WeightedScorer(settings), AuthorDiversityScorer(settings)],
         selector=TopKSelector(),
         post_selection_filters=[GoneFilter(thunder_store)],
         side_effects=[RecordServed(viewers)],
         component_timeout_s=settings.component_timeout_s,
+        metrics=metrics,
     )
-    return HomeFeed(pipeline, settings, index, annotations, viewers, thunder)
+    home = HomeFeed(pipeline, settings, index, annotations, viewers, thunder)
+    home.features = features
+    return home

@@ -42,7 +42,7 @@ def candidate_json(c: FeedCandidate, debug: bool) -> dict[str, Any]:
         out["retweet_of"] = c.source_post_id
     if debug:
         out.update(source=c.source, labels=c.labels, score_parts=c.score_parts,
-                   similarity=c.similarity)
+                   similarity=c.similarity, explanation=c.explanation)
     return out
 
 

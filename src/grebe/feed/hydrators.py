@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from grebe.feed.candidates import FeedCandidate, HomeQuery
+from grebe.feed.features import FeatureCache
 from grebe.feed.indexing import embedding_of
 from grebe.feed.pipeline import Patch
 from grebe.feed.settings import FeedSettings
@@ -72,13 +73,17 @@ class InterestHydrator:
         if interests and self.embedder is not None:
             vectors.extend(np.asarray(await self.embedder.embed(interests)).tolist())
         if not vectors:
-            return {"interest_vector": None}
+            return {"interest_vector": None, "interest_vectors": []}
         dims = {len(v) for v in vectors}
         if len(dims) != 1:
             raise ValueError(f"embeddings of different dimensions {sorted(dims)}")
-        mean = np.asarray(vectors, dtype=np.float32).mean(axis=0)
+        matrix = np.asarray(vectors, dtype=np.float32)
+        mean = matrix.mean(axis=0)
         norm = float(np.linalg.norm(mean))
-        return {"interest_vector": (mean / norm).tolist() if norm else None}
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        unit = matrix / np.where(norms > 0, norms, 1.0)
+        return {"interest_vector": (mean / norm).tolist() if norm else None,
+                "interest_vectors": unit.tolist()}
 
 
 class AuthoredPosts:
@@ -95,30 +100,14 @@ class AuthoredPosts:
 
 
 class AnnotationHydrator:
-    """Labels, scores and embedding of each candidate from the annotation store; a
-    retweet gets its source post's (that is the content shown)."""
+    """Labels, scores and embedding of each candidate, from the feature cache in front
+    of the annotation store; a retweet gets its source post's (the content shown)."""
 
     name = "annotations"
 
-    def __init__(self, store: AnnotationStore, settings: FeedSettings) -> None:
-        self.store = store
-        self.settings = settings
-        self._limit = asyncio.Semaphore(settings.annotation_concurrency)
-
-    async def _one(self, candidate: FeedCandidate) -> Patch:
-        async with self._limit:
-            annotations = await self.store.get(candidate.content_id)
-        labels: list[str] = []
-        scores: dict[str, float] = {}
-        for annotation in sorted(annotations, key=lambda a: a.updated_at):
-            labels.extend(label for label in annotation.labels if label not in labels)
-            scores.update(annotation.scores)
-        return {
-            "labels": labels,
-            "scores": scores,
-            "embedding": embedding_of(annotations, self.settings.embedding_producer),
-        }
+    def __init__(self, features: FeatureCache) -> None:
+        self.features = features
 
     async def hydrate(self, query: HomeQuery, candidates: Sequence[FeedCandidate]
                       ) -> Sequence[Patch]:
-        return await asyncio.gather(*(self._one(c) for c in candidates))
+        return await self.features.get_many([c.content_id for c in candidates])

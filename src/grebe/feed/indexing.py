@@ -8,7 +8,7 @@ the index for known post ids after a restart (the index lives in memory).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from grebe.feed.ann import PostANNIndex
 from grebe.stores.base import AnnotationStore
@@ -44,11 +44,13 @@ class IndexingStore:
     """An AnnotationStore that also indexes embeddings it is given."""
 
     def __init__(
-        self, store: AnnotationStore, index: PostANNIndex, producer: str | None = None
+        self, store: AnnotationStore, index: PostANNIndex, producer: str | None = None,
+        on_write: Callable[[list[str]], None] | None = None,
     ) -> None:
         self.store = store
         self.index = index
         self.producer = producer
+        self.on_write = on_write  # told the post ids written (the feature cache drops them)
 
     async def start(self) -> None:
         await self.store.start()
@@ -60,6 +62,8 @@ class IndexingStore:
         await self.store.upsert(annotations)
         for annotation in annotations:
             index_embedding(self.index, annotation.post_id, [annotation], self.producer)
+        if self.on_write is not None:
+            self.on_write([a.post_id for a in annotations])
 
     async def get(self, post_id: str) -> list[Annotation]:
         return await self.store.get(post_id)

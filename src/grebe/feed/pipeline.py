@@ -14,20 +14,59 @@ silently misaligning data onto the wrong posts.
 A component that raises, times out or misbehaves is logged and skipped; the request
 still gets an answer. Side effects run after the response is built and never delay it;
 they are tracked so `aclose()` can wait for them at shutdown.
+
+Any component may define `enable(query) -> bool`; when it returns False the component
+is not run for that query (not an error: e.g. an out-of-network source for a viewer with
+no interests). Every log line carries the query's `request_id` (when it has one), and
+each component's time and failures are recorded per request (`PipelineResult.timings`)
+and, given `PipelineMetrics`, in Prometheus.
+
+The selector is split as in the specification: `score(candidate)`, `sort(candidates)`,
+`size(query)`; `ScoreSelector` sorts by score with NaN scores last (a NaN compares
+false with everything, so a plain sort would leave the order arbitrary).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 log = logging.getLogger(__name__)
+
+COMPONENT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+
+
+class PipelineMetrics:
+    """Per-component latency, failures and skips (by `enable`), one registry each."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = r = registry if registry is not None else CollectorRegistry()
+        self.seconds = Histogram(
+            "grebe_feed_component_seconds", "Time one pipeline component took",
+            ["stage", "component"], buckets=COMPONENT_BUCKETS, registry=r,
+        )
+        self.errors = Counter(
+            "grebe_feed_component_errors_total",
+            "Component calls that failed, timed out or broke their contract (skipped)",
+            ["stage", "component"], registry=r,
+        )
+        self.disabled = Counter(
+            "grebe_feed_component_disabled_total",
+            "Component calls not made because enable(query) was False",
+            ["stage", "component"], registry=r,
+        )
+        self.candidates = Histogram(
+            "grebe_feed_source_candidates", "Candidates one source returned",
+            ["component"], buckets=(0, 1, 10, 50, 100, 200, 500, 1000, 2000), registry=r,
+        )
 
 Q = TypeVar("Q")
 C = TypeVar("C")
@@ -85,6 +124,43 @@ class Selector(Protocol[Q_contra, C]):
     async def select(self, query: Q_contra, candidates: list[C]) -> list[C]: ...
 
 
+class ScoreSelector(Generic[Q, C]):
+    """select = sort(candidates)[:size(query)]; sort is by `score(candidate)` descending,
+    NaN scores last (counted in `nan_scores`), ties in `tiebreak` order."""
+
+    name = "score_selector"
+
+    def __init__(self) -> None:
+        self.nan_scores = 0
+
+    def score(self, candidate: C) -> float:
+        return float(getattr(candidate, "score", 0.0))
+
+    def tiebreak(self, candidate: C) -> Any:
+        return 0
+
+    def size(self, query: Q) -> int | None:
+        return None
+
+    def sort(self, candidates: list[C]) -> list[C]:
+        keyed = []
+        for c in candidates:
+            value = self.score(c)
+            if math.isnan(value):
+                self.nan_scores += 1
+                log.warning("selector %s: NaN score for %r; ranked last", self.name,
+                            getattr(c, "post_id", c))
+                value = -math.inf
+            keyed.append((-value, self.tiebreak(c), c))
+        keyed.sort(key=lambda item: (item[0], item[1]))
+        return [c for _, _, c in keyed]
+
+    async def select(self, query: Q, candidates: list[C]) -> list[C]:
+        ranked = self.sort(candidates)
+        limit = self.size(query)
+        return ranked if limit is None else ranked[:limit]
+
+
 class SideEffect(Protocol[Q, C]):
     """Runs after the response is ready (log impressions, warm caches); never awaited
     by the request."""
@@ -106,6 +182,10 @@ class PipelineResult(msgspec.Struct, Generic[Q, C], kw_only=True):
     selected: list[C]
     #: component name -> what went wrong with it (it was skipped)
     errors: dict[str, str] = {}
+    #: component name -> seconds it took (components disabled for the query absent)
+    timings: dict[str, float] = {}
+    #: the filters that ran on this request (a candidate selected passed all of them)
+    filters_run: list[str] = []
     elapsed_s: float = 0.0
 
     def filtered_by(self) -> dict[str, int]:
@@ -124,6 +204,39 @@ def apply_patch(target: Any, patch: Patch) -> None:
         setattr(target, key, value)
 
 
+def enabled(component: object, query: object) -> bool:
+    """A component without `enable` is always on."""
+    enable = getattr(component, "enable", None)
+    return True if enable is None else bool(enable(query))
+
+
+def request_id(query: object) -> str:
+    return str(getattr(query, "request_id", "") or "-")
+
+
+class _Run:
+    """What one request gathers about its components: errors and timings."""
+
+    __slots__ = ("errors", "metrics", "rid", "timings")
+
+    def __init__(self, rid: str, metrics: PipelineMetrics | None) -> None:
+        self.rid = rid
+        self.metrics = metrics
+        self.errors: dict[str, str] = {}
+        self.timings: dict[str, float] = {}
+
+    def fail(self, stage: str, name: str, problem: str) -> None:
+        self.errors[name] = problem
+        log.warning("[%s] feed %s %s skipped: %s", self.rid, stage, name, problem)
+        if self.metrics is not None:
+            self.metrics.errors.labels(stage, name).inc()
+
+    def took(self, stage: str, name: str, seconds: float) -> None:
+        self.timings[name] = seconds
+        if self.metrics is not None:
+            self.metrics.seconds.labels(stage, name).observe(seconds)
+
+
 class CandidatePipeline(Generic[Q, C]):
     def __init__(
         self,
@@ -138,6 +251,7 @@ class CandidatePipeline(Generic[Q, C]):
         post_selection_filters: Sequence[Filter[Q, C]] = (),
         side_effects: Sequence[SideEffect[Q, C]] = (),
         component_timeout_s: float | None = 1.0,
+        metrics: PipelineMetrics | None = None,
     ) -> None:
         self.sources = list(sources)
         self.selector = selector
@@ -149,47 +263,78 @@ class CandidatePipeline(Generic[Q, C]):
         self.post_selection_filters = list(post_selection_filters)
         self.side_effects = list(side_effects)
         self.component_timeout_s = component_timeout_s
+        self.metrics = metrics
         self._background: set[asyncio.Task[None]] = set()
+
+    def _on(self, stage: str, components: Sequence[Any], query: Q) -> list[Any]:
+        """The components enabled for this query (a raising `enable` counts as off)."""
+        out = []
+        for component in components:
+            try:
+                on = enabled(component, query)
+            except Exception as exc:
+                log.warning("[%s] feed %s %s: enable() raised %s; skipped",
+                            request_id(query), stage, component.name, exc)
+                on = False
+            if on:
+                out.append(component)
+            elif self.metrics is not None:
+                self.metrics.disabled.labels(stage, component.name).inc()
+        return out
 
     async def run(self, query: Q) -> PipelineResult[Q, C]:
         started = time.perf_counter()
-        errors: dict[str, str] = {}
+        run = _Run(request_id(query), self.metrics)
 
-        patches = await self._gather(
-            [(h.name, partial(h.hydrate, query)) for h in self.query_hydrators], errors)
+        patches = await self._gather("query_hydrator", [
+            (h.name, partial(h.hydrate, query))
+            for h in self._on("query_hydrator", self.query_hydrators, query)], run)
         for patch in patches:
             if patch is not None:
                 apply_patch(query, patch)
 
+        sources = self._on("source", self.sources, query)
         fetched = await self._gather(
-            [(s.name, partial(s.fetch, query)) for s in self.sources], errors)
+            "source", [(s.name, partial(s.fetch, query)) for s in sources], run)
         retrieved: list[C] = [c for batch in fetched if batch is not None for c in batch]
+        if self.metrics is not None:
+            for source, batch in zip(sources, fetched, strict=True):
+                self.metrics.candidates.labels(source.name).observe(len(batch or ()))
 
         candidates = list(retrieved)
-        await self._hydrate(self.hydrators, query, candidates, errors)
+        await self._hydrate("hydrator", self.hydrators, query, candidates, run)
         filtered: list[Filtered[C]] = []
-        candidates = await self._filter(self.filters, query, candidates, filtered, errors)
-        for scorer in self.scorers:
+        filters_run: list[str] = []
+        candidates = await self._filter(
+            "filter", self.filters, query, candidates, filtered, filters_run, run)
+        for scorer in self._on("scorer", self.scorers, query):
             scored = await self._call(
-                scorer.name, partial(scorer.score, query, candidates), errors)
-            if scored is not None and self._aligned(scorer.name, scored, candidates, errors):
+                "scorer", scorer.name, partial(scorer.score, query, candidates), run)
+            if scored is not None and self._aligned("scorer", scorer.name, scored,
+                                                    candidates, run):
                 for candidate, patch in zip(candidates, scored, strict=True):
                     apply_patch(candidate, patch)
 
         selected = await self._call(
-            self.selector.name, partial(self.selector.select, query, candidates), errors)
+            "selector", self.selector.name,
+            partial(self.selector.select, query, candidates), run)
         if selected is None:
             selected = candidates  # a broken selector must not empty the feed
-        await self._hydrate(self.post_selection_hydrators, query, selected, errors)
+        await self._hydrate("post_selection_hydrator", self.post_selection_hydrators,
+                            query, selected, run)
         selected = await self._filter(
-            self.post_selection_filters, query, selected, filtered, errors)
+            "post_selection_filter", self.post_selection_filters, query, selected,
+            filtered, filters_run, run)
 
         result = PipelineResult(
             query=query, retrieved=retrieved, filtered=filtered, selected=selected,
-            errors=errors, elapsed_s=time.perf_counter() - started,
+            errors=run.errors, timings=run.timings, filters_run=filters_run,
+            elapsed_s=time.perf_counter() - started,
         )
-        for effect in self.side_effects:
-            self._spawn(effect.name, effect.run(query, result))
+        log.debug("[%s] feed: %d retrieved, %d selected in %.1f ms", run.rid,
+                  len(retrieved), len(selected), result.elapsed_s * 1000)
+        for effect in self._on("side_effect", self.side_effects, query):
+            self._spawn(effect.name, effect.run(query, result), run.rid)
         return result
 
     async def aclose(self, timeout_s: float = 5.0) -> None:
@@ -210,75 +355,81 @@ class CandidatePipeline(Generic[Q, C]):
 
     # ---- helpers -----------------------------------------------------------------
 
-    def _spawn(self, name: str, coro: Awaitable[None]) -> None:
+    def _spawn(self, name: str, coro: Awaitable[None], rid: str) -> None:
         async def guarded() -> None:
             try:
                 await coro
             except Exception:
-                log.exception("side effect %s failed", name)
+                log.exception("[%s] side effect %s failed", rid, name)
+                if self.metrics is not None:
+                    self.metrics.errors.labels("side_effect", name).inc()
 
         task = asyncio.create_task(guarded(), name=f"side-effect:{name}")
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
     async def _call(
-        self, name: str, call: Callable[[], Awaitable[R]], errors: dict[str, str]
+        self, stage: str, name: str, call: Callable[[], Awaitable[R]], run: _Run
     ) -> R | None:
         """Run one component; None (and an entry in errors) when it fails or times out.
         `call` is a thunk so even a component that raises before awaiting is caught."""
+        started = time.perf_counter()
         try:
             async with asyncio.timeout(self.component_timeout_s):
                 return await call()
         except TimeoutError:
-            errors[name] = f"timed out after {self.component_timeout_s}s"
+            run.fail(stage, name, f"timed out after {self.component_timeout_s}s")
         except Exception as exc:
-            errors[name] = f"{type(exc).__name__}: {exc}"
-        log.warning("feed component %s skipped: %s", name, errors[name])
+            run.fail(stage, name, f"{type(exc).__name__}: {exc}")
+        finally:
+            run.took(stage, name, time.perf_counter() - started)
         return None
 
     async def _gather(
-        self, calls: list[tuple[str, Callable[[], Awaitable[R]]]], errors: dict[str, str]
+        self, stage: str, calls: list[tuple[str, Callable[[], Awaitable[R]]]], run: _Run
     ) -> list[R | None]:
-        return list(await asyncio.gather(*(self._call(n, c, errors) for n, c in calls)))
+        return list(await asyncio.gather(*(self._call(stage, n, c, run) for n, c in calls)))
 
     def _aligned(
-        self, name: str, patches: Sequence[Patch], candidates: Sequence[C],
-        errors: dict[str, str],
+        self, stage: str, name: str, patches: Sequence[Patch], candidates: Sequence[C],
+        run: _Run,
     ) -> bool:
         if len(patches) == len(candidates):
             return True
-        errors[name] = f"returned {len(patches)} results for {len(candidates)} candidates"
-        log.warning("feed component %s rejected: %s", name, errors[name])
+        run.fail(stage, name,
+                 f"returned {len(patches)} results for {len(candidates)} candidates")
         return False
 
     async def _hydrate(
-        self, hydrators: Sequence[Hydrator[Q, C]], query: Q, candidates: list[C],
-        errors: dict[str, str],
+        self, stage: str, hydrators: Sequence[Hydrator[Q, C]], query: Q,
+        candidates: list[C], run: _Run,
     ) -> None:
+        hydrators = self._on(stage, hydrators, query)
         if not hydrators or not candidates:
             return
         results = await self._gather(
-            [(h.name, partial(h.hydrate, query, candidates)) for h in hydrators], errors)
+            stage, [(h.name, partial(h.hydrate, query, candidates)) for h in hydrators], run)
         for hydrator, patches in zip(hydrators, results, strict=True):
-            if patches is not None and self._aligned(hydrator.name, patches, candidates, errors):
+            if patches is not None and self._aligned(stage, hydrator.name, patches,
+                                                     candidates, run):
                 for candidate, patch in zip(candidates, patches, strict=True):
                     apply_patch(candidate, patch)
 
     async def _filter(
-        self, filters: Sequence[Filter[Q, C]], query: Q, candidates: list[C],
-        filtered: list[Filtered[C]], errors: dict[str, str],
+        self, stage: str, filters: Sequence[Filter[Q, C]], query: Q, candidates: list[C],
+        filtered: list[Filtered[C]], filters_run: list[str], run: _Run,
     ) -> list[C]:
-        for flt in filters:
+        for flt in self._on(stage, filters, query):
             split = await self._call(
-                flt.name, partial(flt.filter, query, candidates), errors)
+                stage, flt.name, partial(flt.filter, query, candidates), run)
             if split is None:
                 continue
             kept, removed = split
             if len(kept) + len(removed) != len(candidates):
-                errors[flt.name] = (f"kept {len(kept)} + removed {len(removed)} != "
-                                    f"{len(candidates)} candidates")
-                log.warning("feed filter %s rejected: %s", flt.name, errors[flt.name])
+                run.fail(stage, flt.name, f"kept {len(kept)} + removed {len(removed)} != "
+                                          f"{len(candidates)} candidates")
                 continue
             filtered.extend(Filtered(candidate=c, filter=flt.name) for c in removed)
+            filters_run.append(flt.name)
             candidates = list(kept)
         return candidates

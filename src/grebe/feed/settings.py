@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from grebe import constants as C
 from grebe.config import validation_problems
@@ -14,11 +14,17 @@ from grebe.security.settings import HttpGuardSettings
 
 
 class ScoreWeights(BaseModel):
+    """How much each signal (each in 0..1) adds to a post's score; see
+    grebe.feed.scorers.WeightedScorer and docs/serving.md."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    #: Cosine similarity to the closest post the viewer engaged with (or authored, or a
+    #: stated interest): the strongest signal, so interest beats mere recency.
+    interest: float = Field(default=3.0, validation_alias=AliasChoices("interest", "similarity"))
     recency: float = 1.0
-    quality: float = 0.5
-    similarity: float = 1.0
+    quality: float = 0.3
+    engagement: float = 0.3
     in_network: float = 0.3
 
 
@@ -30,6 +36,13 @@ class FeedSettings(BaseModel):
     out_of_network_max: int = Field(default=100, ge=0)
     #: Out-of-network posts less similar than this to the viewer's interests are not fetched.
     min_similarity: float = Field(default=0.2, ge=-1.0, le=1.0)
+    #: When fewer than `out_of_network_max` posts pass `min_similarity` (the viewer has
+    #: seen the close ones), less similar posts down to this fill the rest: they rank
+    #: lower, but the feed does not run dry.
+    backfill_min_similarity: float = Field(default=-1.0, ge=-1.0, le=1.0)
+    #: Out-of-network retrieval searches near the interest mean and near each of the
+    #: newest this-many engaged posts, so a viewer with two interests finds both.
+    interest_queries: int = Field(default=8, ge=0)
     weights: ScoreWeights = ScoreWeights()
     recency_half_life_s: float = Field(default=6 * 3600.0, gt=0)
     #: The n-th post of an author in one feed is multiplied by decay**n (never below floor).
@@ -43,11 +56,18 @@ class FeedSettings(BaseModel):
     })
     default_safety_level: str = "default"
     quality_score_key: str = "quality"
+    #: A post without a quality score counts as this (not 0: no flow scored it yet).
+    quality_default: float = Field(default=0.5, ge=0, le=1)
+    engagement_score_key: str = "engagement"
     #: Which producer's embedding represents a post (None: the newest with one).
     embedding_producer: str | None = None
     #: The viewer's interest vector uses at most this many engaged and authored posts.
     interest_max_posts: int = Field(default=100, ge=1)
     annotation_concurrency: int = Field(default=32, ge=1)
+    #: Candidate features kept in memory (grebe.feed.features): how many posts, and how
+    #: long a post's features are trusted when written around the feed.
+    feature_cache_posts: int = Field(default=200_000, ge=0)
+    feature_cache_ttl_s: float = Field(default=300.0, gt=0)
     component_timeout_s: float = Field(default=1.0, gt=0)
     #: Where thunder runs: None = in this process; "host:port" = its gRPC service.
     thunder_target: str | None = None

@@ -49,7 +49,14 @@ class InNetworkSource:
 
 
 class SimilarPostsSource:
-    """Posts near the viewer's interests from authors they do not follow."""
+    """Posts near the viewer's interests from authors they do not follow.
+
+    It searches near the interest mean and near each of the newest `interest_queries`
+    interest vectors (a viewer into jazz and football finds both, where the mean may sit
+    between them), keeping each post's best cosine. Posts at or above `min_similarity`
+    come first; when fewer than `out_of_network_max` do (the viewer has seen the close
+    ones), less similar ones down to `backfill_min_similarity` fill the rest, tagged
+    `BACKFILL_SOURCE`, so the feed keeps filling."""
 
     name = "similar_posts"
 
@@ -58,22 +65,46 @@ class SimilarPostsSource:
         self.posts = posts
         self.settings = settings
 
+    def enable(self, query: HomeQuery) -> bool:
+        return query.interest_vector is not None and self.settings.out_of_network_max > 0
+
     async def fetch(self, query: HomeQuery) -> list[FeedCandidate]:
-        k = self.settings.out_of_network_max
+        s = self.settings
+        k = s.out_of_network_max
         if query.interest_vector is None or not k:
             return []
         followed = set(query.following)
-        out = []
         # Ask for more than k: followed authors' and the viewer's own posts are skipped.
         exclude = query.seen.union(query.engaged)
-        for post_id, similarity in self.index.search(query.interest_vector, 2 * k, exclude):
-            if similarity < self.settings.min_similarity:
-                break  # most similar first: the rest are less similar still
+        best: dict[str, float] = {}
+        extra = query.interest_vectors[: s.interest_queries]
+        # The mean's neighbourhood in full (a quarter more than k: followed authors'
+        # posts are skipped); each engaged post's in a share of it (the search cost
+        # grows with the depth; seen posts are skipped by the index on top of it).
+        depth = k + k // 4
+        searches = [(query.interest_vector, depth)]
+        searches += [(vector, max(MIN_PER_QUERY, depth // (len(extra) + 1)))
+                     for vector in extra]
+        for vector, depth in searches:
+            for post_id, similarity in self.index.search(vector, depth, exclude):
+                if similarity > best.get(post_id, -2.0):
+                    best[post_id] = similarity
+        close: list[FeedCandidate] = []
+        backfill: list[FeedCandidate] = []
+        for post_id, similarity in sorted(best.items(), key=lambda kv: (-kv[1], kv[0])):
+            if similarity < s.backfill_min_similarity or len(close) + len(backfill) == k:
+                break
             post = self.posts.get(post_id)
             if post is None or post.author_id in followed or post.author_id == query.user_id:
                 continue
-            out.append(candidate(post, in_network=False, source=self.name,
-                                 similarity=similarity))
-            if len(out) == k:
-                break
-        return out
+            if similarity >= s.min_similarity:
+                close.append(candidate(post, in_network=False, source=self.name,
+                                       similarity=similarity))
+            else:
+                backfill.append(candidate(post, in_network=False, source=BACKFILL_SOURCE,
+                                          similarity=similarity))
+        return close + backfill
+
+
+BACKFILL_SOURCE = "similar_posts_backfill"
+MIN_PER_QUERY = 20  # neighbours asked of each engaged post's search, at least

@@ -10,13 +10,15 @@ small deployments, and can be loaded from a JSON or YAML file:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import msgspec
 import yaml
 
+from grebe import constants as C
 from grebe.errors import ConfigError
 
 
@@ -38,11 +40,23 @@ class ViewerDirectory(Protocol):
 
 
 class MemoryViewerDirectory:
-    """Viewers in a dict; an unknown viewer is a new user with an empty graph."""
+    """Viewers in a dict; an unknown viewer is a new user with an empty graph.
 
-    def __init__(self, viewers: dict[str, Viewer] | None = None, max_seen: int = 10_000) -> None:
+    Served posts are remembered with the time they were served and count as seen for
+    `seen_window_s`; after that they may be served again, so a viewer who has seen every
+    candidate is not left with an empty feed. `Viewer.seen` given up front (a file) is
+    seen for good. At most `max_seen` served posts are kept per viewer, oldest dropped."""
+
+    def __init__(
+        self, viewers: dict[str, Viewer] | None = None, max_seen: int = 10_000,
+        seen_window_s: float = C.FEED_SEEN_WINDOW_S, clock: Callable[[], float] = time.time,
+    ) -> None:
         self.viewers = viewers or {}
         self.max_seen = max_seen
+        self.seen_window_s = seen_window_s
+        self.clock = clock
+        #: viewer -> post id -> when it was served, oldest first (insertion order).
+        self.served: dict[str, dict[str, float]] = {}
 
     @classmethod
     def from_file(cls, path: Path | str) -> MemoryViewerDirectory:
@@ -56,11 +70,26 @@ class MemoryViewerDirectory:
         return cls(viewers)
 
     async def get(self, user_id: str) -> Viewer:
-        return self.viewers.get(user_id) or Viewer(user_id=user_id)
+        viewer = self.viewers.get(user_id) or Viewer(user_id=user_id)
+        served = self.served.get(user_id)
+        if not served:
+            return viewer
+        self._expire(served)
+        return msgspec.structs.replace(viewer, seen=viewer.seen | served.keys())
 
     async def record_served(self, user_id: str, post_ids: Sequence[str]) -> None:
-        viewer = self.viewers.setdefault(user_id, Viewer(user_id=user_id))
-        viewer.seen.update(post_ids)
-        if len(viewer.seen) > self.max_seen:  # forget arbitrarily; a real store keeps order
-            for post_id in list(viewer.seen)[: len(viewer.seen) - self.max_seen]:
-                viewer.seen.discard(post_id)
+        served = self.served.setdefault(user_id, {})
+        now = self.clock()
+        for post_id in post_ids:
+            served.pop(post_id, None)  # re-served: moves to the newest end
+            served[post_id] = now
+        while len(served) > self.max_seen:
+            del served[next(iter(served))]
+
+    def _expire(self, served: dict[str, float]) -> None:
+        cutoff = self.clock() - self.seen_window_s
+        while served:
+            oldest = next(iter(served))
+            if served[oldest] >= cutoff:
+                return
+            del served[oldest]

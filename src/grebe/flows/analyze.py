@@ -61,6 +61,8 @@ class Analyzer:
         self.config = config
         self.settings = FlowSettings.from_section(config.plans)
         self.plans = enabled_plans(self.settings)
+        for plan in self.plans:  # as build_bundle does for the pipeline
+            plan.apply_default_timeout(config.engine.task_timeout_s)
         self._media = media
         self._bundle: PlanBundle | None = None
 

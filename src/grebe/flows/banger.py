@@ -77,7 +77,8 @@ async def score(ctx: TaskContext) -> float:
         parts = {
             "shape": shape_score(len(words(post.text)), settings),
             "engagement": engagement_score(post, settings.engagement_saturation),
-            "media": 1.0 if post.media else 0.0,
+            # Credit only media that was checked: a broken or refused link is not media.
+            "media": 1.0 if post.media and not ctx.results["media"].unchecked else 0.0,
         }
         pen = ctx.results["penalties"]
         spam_factor = SPAM_FACTOR if pen["spam"] >= settings.spam_penalty_threshold else 1.0

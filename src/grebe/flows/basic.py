@@ -30,7 +30,7 @@ from grebe.core.task import SKIP, TaskContext
 from grebe.errors import ConfigError
 from grebe.stores.base import AnnotationStore
 from grebe.stores.factory import build_store
-from grebe.types import Annotation
+from grebe.types import Annotation, post_fingerprint
 
 PRODUCER = "basic"
 VERSION = "1"
@@ -118,6 +118,7 @@ async def sink(ctx: TaskContext) -> None:
         post_id=ctx.payload.post.id, producer=PRODUCER, version=VERSION,
         labels=list(output.labels), scores=dict(output.scores), reasons=dict(output.reasons),
         model_versions=dict(output.model_versions),
+        content_fingerprint=post_fingerprint(ctx.payload.post),
     )
     await services.store.upsert([annotation])
     if services.producer is not None:

@@ -104,6 +104,7 @@ class PipelineHydrator:
             nsfw=tuple(report.nsfw), ocr_text=report.ocr_text, transcript=report.transcript,
             transcript_language=report.transcript_language, nsfw_model=report.nsfw_model,
             items=len(report.items), errors=tuple(report.errors),
+            unchecked=report.unchecked,
         )
 
 

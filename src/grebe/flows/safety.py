@@ -3,7 +3,8 @@
 Local classifier: the hate/offensive text model and the profanity model on the post
 text and, separately, on the text found in its media (OCR of images and frames, the
 video transcript); the NSFW image model on every image and sampled video frame.
-A post is labelled by every check it fails, or `safe`.
+A post is labelled by every check it fails, or `safe` — but never `safe` when some
+media item went unchecked (then `media_unchecked`, added by the media task, says why).
 """
 
 from __future__ import annotations
@@ -75,7 +76,10 @@ async def classify(ctx: TaskContext) -> list[str]:
         ctx.output.reasons[label] = (
             why_text or f"{label} score {score:.2f} >= {thresholds[label]:.2f} {where}".strip()
         )
-    ctx.output.labels.extend(failed or [LABEL_SAFE])
+    if not failed and not facts.unchecked:  # fail closed: unchecked media is never safe
+        ctx.output.labels.append(LABEL_SAFE)
+    else:
+        ctx.output.labels.extend(failed)
     if facts.nsfw_model:
         ctx.output.model_versions["nsfw"] = facts.nsfw_model
     return failed

@@ -33,6 +33,9 @@ class MediaFacts(msgspec.Struct, frozen=True, kw_only=True):
     nsfw_model: str = ""  # name of the model that produced `nsfw`
     items: int = 0  # media items looked at
     errors: tuple[str, ...] = ()  # per-item problems (unsafe URL, corrupt video...)
+    # One line per media item that was not checked (failed, refused, over a cap, not
+    # scored), saying which and why. Non-empty means no verdict may read as "clean".
+    unchecked: tuple[str, ...] = ()
 
     @property
     def max_nsfw(self) -> float:

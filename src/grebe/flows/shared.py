@@ -18,8 +18,8 @@ import numpy as np
 
 from grebe import codec
 from grebe.core.task import SkipTask, TaskContext, TaskSpec
-from grebe.flows.services import FlowServices, MediaFacts, first
-from grebe.types import Annotation
+from grebe.flows.services import FlowServices, MediaFacts, MediaHydrator, first
+from grebe.types import Annotation, Post, post_fingerprint
 
 T = TypeVar("T")
 
@@ -38,6 +38,12 @@ SKIP_LANGUAGE = "language not handled by this plan"
 SKIP_ENGAGEMENT = "below the engagement threshold"
 SKIP_DUPLICATE = "already annotated within the dedupe TTL"
 SKIP_RATE_LIMITED = "rate limited"
+
+#: Added by every plan that looks at media when some item went unchecked (fail closed:
+#: what could not be checked is never reported as clean). Its reason says which and why.
+LABEL_MEDIA_UNCHECKED = "media_unchecked"
+NO_MEDIA_SERVICE = "no media pipeline configured"
+UNCHECKED_REASON_ITEMS = 8  # items named in the reason; the rest are counted
 
 
 def services_of(ctx: TaskContext) -> FlowServices:
@@ -155,16 +161,54 @@ async def rate_limit(ctx: TaskContext) -> None:
 
 
 async def hydrate_media(ctx: TaskContext) -> MediaFacts:
-    """Fetch and analyse the post's media once (NSFW, OCR, transcript); no media or no
-    media service -> empty facts, so text-only posts flow through the same DAG."""
+    """Fetch and analyse the post's media once (NSFW, OCR, transcript); no media -> empty
+    facts, so text-only posts flow through the same DAG. Media that could not be checked
+    (no media service, or items that failed) labels the plan's output `media_unchecked`."""
     post, media = ctx.payload.post, services_of(ctx).media
-    if not post.media or media is None:
+    if not post.media:
         return MediaFacts()
-    key = f"{KEY_MEDIA}:{digest('|'.join(m.url for m in post.media))}"
-    facts = await shared(ctx, key, lambda: media.hydrate(post))
+    if media is None:
+        facts = MediaFacts(unchecked=tuple(f"{m.url}: {NO_MEDIA_SERVICE}" for m in post.media))
+    else:
+        key = f"{KEY_MEDIA}:{digest('|'.join(m.url for m in post.media))}"
+        facts = await _hydrate_once(ctx, key, media, post)
     if facts.transcript:
         ctx.output.transcript = facts.transcript
+    flag_unchecked_media(ctx, facts)
     return facts
+
+
+async def _hydrate_once(ctx: TaskContext, key: str, media: MediaHydrator,
+                        post: Post) -> MediaFacts:
+    """Like `shared()`, but the hydration runs in the payload memo only, never as a
+    cache-owned task: when the payload is given up (timeout, deadline, shutdown) the memo
+    is closed, which cancels the hydration and with it the post's media jobs. Only a
+    finished result is put in the cross-payload cache."""
+    cache = services_of(ctx).cache
+    cached: MediaFacts | None = cache.get(key)
+    if cached is not None:
+        return cached
+
+    async def compute() -> MediaFacts:
+        facts = await media.hydrate(post)
+        cache.put(key, facts)
+        return facts
+
+    return await ctx.memo.get_or_compute(key, compute)
+
+
+def flag_unchecked_media(ctx: TaskContext, facts: MediaFacts) -> None:
+    """Label the output `media_unchecked` with a reason naming the first items and why,
+    and score how many went unchecked, so no downstream reader mistakes silence for clean."""
+    if not facts.unchecked:
+        return
+    shown = list(facts.unchecked[:UNCHECKED_REASON_ITEMS])
+    if len(facts.unchecked) > len(shown):
+        shown.append(f"... and {len(facts.unchecked) - len(shown)} more")
+    if LABEL_MEDIA_UNCHECKED not in ctx.output.labels:
+        ctx.output.labels.append(LABEL_MEDIA_UNCHECKED)
+    ctx.output.scores[LABEL_MEDIA_UNCHECKED] = float(len(facts.unchecked))
+    ctx.output.reasons[LABEL_MEDIA_UNCHECKED] = "; ".join(shown)
 
 
 #: Media hydration may queue behind other posts' downloads and transcriptions.
@@ -201,6 +245,7 @@ async def sink(ctx: TaskContext) -> Annotation:
         embedding=out.embedding,
         transcript=out.transcript,
         model_versions=dict(out.model_versions),
+        content_fingerprint=post_fingerprint(post),
     )
     await services.store.upsert([annotation])
     if services.producer is not None:

@@ -22,6 +22,9 @@ Policies, decided here once:
   InferenceError. Nothing is left hanging.
 - An `async def` batch function (a remote endpoint) is awaited on the loop instead of
   going to the thread pool; gathering and the policies above are the same.
+- Waiting is not running: from `submit()` until its batch starts, a request is recorded
+  on its payload's WaitLedger (core.deadlines), so the caller's task time limit does not
+  count the time it queued behind other payloads' batches.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ from typing import Generic, TypeVar
 
 from prometheus_client import Counter, Histogram
 
-from grebe.errors import InferenceError
+from grebe.core.deadlines import WaitLedger, payload_waits
+from grebe.errors import InferenceError, ModelUnavailableError
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -59,16 +63,26 @@ BATCH_FAILURES = Counter(
 )
 
 
-class BatcherStoppedError(InferenceError):
-    """The batcher was stopped before (or while) this request could run."""
+class BatcherStoppedError(ModelUnavailableError):
+    """The batcher was stopped before (or while) this request could run: the model is
+    going away (shutdown), not the post's fault."""
 
 
 class _Request(Generic[T, R]):
-    __slots__ = ("future", "item")
+    __slots__ = ("future", "item", "ledger")
 
     def __init__(self, item: T, future: asyncio.Future[R]) -> None:
         self.item = item
         self.future = future
+        self.ledger: WaitLedger | None = payload_waits.get()
+        if self.ledger is not None:
+            self.ledger.begin()
+
+    def dequeued(self) -> None:
+        """The request stopped waiting (its batch starts, or it fails): once only."""
+        if self.ledger is not None:
+            self.ledger.end()
+            self.ledger = None
 
 
 _STOP = object()  # queue sentinel: the collector flushes and exits
@@ -168,8 +182,10 @@ class MicroBatcher(Generic[T, R]):
                 request = self._queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
-            if isinstance(request, _Request) and not request.future.done():
-                request.future.set_exception(error)
+            if isinstance(request, _Request):
+                request.dequeued()
+                if not request.future.done():
+                    request.future.set_exception(error)
 
     # -- requests ------------------------------------------------------------------
 
@@ -197,6 +213,7 @@ class MicroBatcher(Generic[T, R]):
                 with contextlib.suppress(asyncio.CancelledError):
                     await put
         if put.cancelled():
+            request.dequeued()
             raise BatcherStoppedError(f"{self.name}: stopped")
         if self._stopped and not request.future.done():
             # Queued after stop() emptied the queue: nobody else will answer it.
@@ -250,6 +267,8 @@ class MicroBatcher(Generic[T, R]):
                     stopping = True
                     break
                 batch.append(request)  # type: ignore[arg-type]
+            for request in batch:  # the batch starts: its requests stop waiting
+                request.dequeued()
             live = [r for r in batch if not r.future.done()]  # drop cancelled callers
             batch.clear()
             if not live:
@@ -320,5 +339,6 @@ class MicroBatcher(Generic[T, R]):
     @staticmethod
     def _fail(batch: list[_Request[T, R]], error: BaseException) -> None:
         for request in batch:
+            request.dequeued()
             if not request.future.done():
                 request.future.set_exception(error)

@@ -24,7 +24,7 @@ import msgspec
 import numpy as np
 import stamina
 
-from grebe.errors import CircuitOpenError, InferenceError
+from grebe.errors import CircuitOpenError, InferenceError, ModelUnavailableError
 from grebe.inference.base import ChatMessage, JSONSchema
 from grebe.inference.batcher import MicroBatcher
 from grebe.inference.breaker import CircuitBreaker
@@ -45,8 +45,9 @@ UPSTREAM_ERROR_CHARS = 200
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
 
-class RetryableHTTPError(InferenceError):
-    """A 5xx or 429 answer: worth retrying after `retry_after_s` (if the server said)."""
+class RetryableHTTPError(ModelUnavailableError):
+    """A 5xx or 429 answer: worth retrying after `retry_after_s` (if the server said).
+    The server is down or overloaded, not the post's fault: a system fault."""
 
     def __init__(self, message: str, retry_after_s: float | None = None) -> None:
         super().__init__(message)
@@ -146,8 +147,8 @@ class OpenAICompatClient:
             ):
                 with attempt:
                     return await self._post_once(path, body)
-        except httpx.TransportError as exc:
-            raise InferenceError(self._scrubbed(
+        except httpx.TransportError as exc:  # unreachable server: a system fault
+            raise ModelUnavailableError(self._scrubbed(
                 f"{self.display_url}{path}: {type(exc).__name__} after "
                 f"{self.max_attempts} attempts: {exc}"
             )) from None  # the cause's message may hold the raw URL

@@ -187,6 +187,7 @@ class ASRProcessor:
         self._cache: cachetools.TTLCache[str, TranscriptResult] = cachetools.TTLCache(
             maxsize=self.config.cache_size, ttl=self.config.cache_ttl_s)
         self._in_flight: dict[str, asyncio.Task[TranscriptResult]] = {}
+        self._waiters: dict[str, int] = {}  # callers awaiting each in-flight job
         self._accepting = False
         self.stats = ASRStats()
 
@@ -245,14 +246,25 @@ class ASRProcessor:
             self.stats.jobs += 1
         else:
             self.stats.deduplicated += 1
-        # Shielded: one impatient caller cancelling must not kill the job for the others.
+        # Shielded: one impatient caller cancelling must not kill the job for the others;
+        # when the last caller gives up, nobody wants the job and it is cancelled (a job
+        # still queued for a worker process never starts).
+        self._waiters[key] = self._waiters.get(key, 0) + 1
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
             if task.cancelled() and not self._accepting:  # stop() gave up on it
                 return _failure(key, ASRErrorCode.UNKNOWN, "ASR stopped before the job "
                                 "finished", time.monotonic())
+            if self._waiters.get(key) == 1 and not task.done():
+                task.cancel()
             raise
+        finally:
+            left = self._waiters.get(key, 1) - 1
+            if left > 0:
+                self._waiters[key] = left
+            else:
+                self._waiters.pop(key, None)
 
     def _finished(self, key: str, task: asyncio.Task[TranscriptResult]) -> None:
         self._in_flight.pop(key, None)

@@ -31,16 +31,32 @@ class FetchConfig(_Section):
 
 class ImageConfig(_Section):
     max_pixels: int = Field(default=40_000_000, ge=1)  # decompression-bomb guard (header check)
+    # Bytes the decoded image holds (pixels x bytes per pixel as Pillow stores them), also
+    # from the header: 40M pixels of RGBA would otherwise be 160 MB, and more in copies.
+    max_decoded_bytes: int = Field(default=128 * 1024 * 1024, ge=1)
     view_max_side: int = Field(default=1024, ge=16)  # the decoded view models and OCR see
     model_size: int = Field(default=224, ge=8)  # side of the square model input
     max_tiles: int = Field(default=4, ge=1)
 
 
 class VideoConfig(_Section):
+    """Video decoding runs in a child process (address-space limit, timeouts) after the
+    container's metadata passed the frame caps; see grebe.media.video_sandbox."""
+
     frames: int = Field(default=8, ge=1)  # evenly spaced frames sampled per video
     frame_max_side: int = Field(default=512, ge=16)  # frames are scaled down to bound memory
     max_duration_s: float = Field(default=3600.0, gt=0)
+    # Bomb guards, checked from the container's stream metadata before any decoding:
+    max_frame_pixels: int = Field(default=7680 * 4320, ge=1)  # width x height (8K UHD)
+    # One decoded frame. The metadata check does not know the pixel format, so it
+    # counts 8 bytes a pixel (16-bit RGBA): the default lets 8K UHD through at worst.
+    max_frame_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
+    max_frames: int = Field(default=216_000, ge=1)  # an hour at 60 fps
+    # The decoding child: its address-space limit (RLIMIT_AS), the time it may take to
+    # start, open and vet the container, and the time for the whole decode.
+    decode_memory_mb: int = Field(default=1024, ge=256)
     probe_timeout_s: float = Field(default=10.0, gt=0)
+    decode_timeout_s: float = Field(default=60.0, gt=0)
     ffmpeg_timeout_s: float = Field(default=60.0, gt=0)
     max_audio_s: float = Field(default=600.0, gt=0)  # audio beyond this is not transcribed
 
@@ -71,6 +87,9 @@ class PipelineConfig(_Section):
     ocr: bool = True
     nsfw: bool = True
     asr: bool = True
+    # A post naming more media than this has the rest reported as unchecked (never
+    # fetched): one post must not occupy every download worker for minutes.
+    max_items_per_post: int = Field(default=16, ge=1)
 
 
 class MediaConfig(_Section):

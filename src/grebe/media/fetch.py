@@ -42,6 +42,31 @@ _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _SNIFF_BYTES = 262  # what filetype needs to recognise every format it knows
 _NUMERIC_HOST = re.compile(r"^[0-9a-fx.]+$")  # candidates for inet_aton's legacy forms
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_GLOBAL_UNICAST_V6 = ipaddress.IPv6Network("2000::/3")
+#: Special-purpose ranges (IANA registries) that no media server lives in, listed because
+#: some Python versions' `is_global` tables miss them; checked before those tables.
+_DENIED: tuple[tuple[IPNetwork, str], ...] = tuple(
+    (ipaddress.ip_network(net), why) for net, why in (
+        ("0.0.0.0/8", "this-network"),
+        ("100.64.0.0/10", "shared (carrier-grade NAT)"),
+        ("192.0.0.0/24", "IETF protocol assignment"),
+        ("192.0.2.0/24", "documentation"),
+        ("192.88.99.0/24", "6to4 relay anycast"),
+        ("198.18.0.0/15", "benchmarking"),
+        ("198.51.100.0/24", "documentation"),
+        ("203.0.113.0/24", "documentation"),
+        ("240.0.0.0/4", "reserved"),
+        ("fec0::/10", "site-local"),
+        ("fc00::/7", "unique-local"),
+        ("3fff::/20", "documentation"),
+        ("2001:db8::/32", "documentation"),
+        ("2001::/23", "IETF protocol assignment"),
+        ("2002::/16", "6to4"),
+        ("64:ff9b:1::/48", "local-use NAT64"),
+        ("100::/64", "discard-only"),
+        ("5f00::/16", "SRv6 SID"),
+    )
+)
 _ALLOWED_MAJOR_TYPES = ("image/", "video/", "audio/")
 
 
@@ -89,7 +114,12 @@ def parse_ip_literal(host: str) -> IPAddress | None:
 
 
 def forbidden_reason(ip: IPAddress) -> str | None:
-    """Why a connection to `ip` must be refused, or None if it is a public address."""
+    """Why a connection to `ip` must be refused, or None if it is a public address.
+
+    An allowlist, not a blocklist: only globally routable unicast passes (IPv6 inside
+    2000::/3 only), after explicit denies for the ranges Python's `ipaddress` tables call
+    global (fec0::/10, 3fff::/20, 64:ff9b:1::/48, 192.88.99.0/24...). Addresses that embed
+    an IPv4 address (mapped, 6to4, Teredo, NAT64) are refused if the embedded one is."""
     if isinstance(ip, ipaddress.IPv6Address):
         embedded: list[ipaddress.IPv4Address] = []
         if ip.ipv4_mapped is not None:
@@ -104,20 +134,27 @@ def forbidden_reason(ip: IPAddress) -> str | None:
             reason = forbidden_reason(inner)
             if reason:
                 return f"{reason} (embedded in {ip})"
-        if ip.ipv4_mapped is not None:
+        if ip.ipv4_mapped is not None or ip in _NAT64:
             return None  # judged by its IPv4 address above
     checks = (
         (ip.is_unspecified, "unspecified"),
         (ip.is_loopback, "loopback"),
         (ip.is_link_local, "link-local"),
         (ip.is_multicast, "multicast"),
-        (ip.is_private, "private"),
-        (ip.is_reserved, "reserved"),
-        (not ip.is_global, "not globally routable"),
     )
     for hit, why in checks:
         if hit:
             return f"{why} address {ip}"
+    for network, why in _DENIED:
+        if ip.version == network.version and ip in network:
+            return f"{why} address {ip} (in {network})"
+    for hit, why in ((ip.is_private, "private"), (ip.is_reserved, "reserved")):
+        if hit:
+            return f"{why} address {ip}"
+    if isinstance(ip, ipaddress.IPv6Address) and ip not in _GLOBAL_UNICAST_V6:
+        return f"not global unicast address {ip} (outside {_GLOBAL_UNICAST_V6})"
+    if not ip.is_global:
+        return f"not globally routable address {ip}"
     return None
 
 

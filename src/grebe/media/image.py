@@ -12,11 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, ImageMode, ImageOps, UnidentifiedImageError
 
 from grebe.errors import MediaError, MediaTooLargeError
 
 _DECODE_ERRORS = (OSError, SyntaxError, ValueError, EOFError, UnidentifiedImageError)
+_PACKED_PIXEL_BYTES = 4  # Pillow's storage for every multi-band mode
+_FLATTEN_FIRST = frozenset({"P", "PA", "1"})
 
 
 @dataclass(frozen=True)
@@ -63,19 +65,42 @@ def to_rgb(image: Image.Image) -> Image.Image:
     return image.convert("RGB")
 
 
-def decode_image(path: str | Path, *, max_pixels: int, max_side: int | None = None) -> DecodedImage:
-    """Decode the first frame, upright (EXIF), as RGB; scaled to fit `max_side` if given."""
+def decoded_bytes(image: Image.Image) -> int:
+    """Bytes Pillow holds for the decoded image: it stores every multi-band mode at 4
+    bytes a pixel (RGB included) and single-band ones at their sample size. Palette and
+    bilevel images are flattened at full size (an RGBA copy and its RGB background), so
+    those count too."""
+    mode = ImageMode.getmode(image.mode)
+    per_pixel = _PACKED_PIXEL_BYTES if len(mode.bands) > 1 else np.dtype(mode.typestr).itemsize
+    if image.mode in _FLATTEN_FIRST:
+        per_pixel += 2 * _PACKED_PIXEL_BYTES
+    return image.size[0] * image.size[1] * per_pixel
+
+
+def decode_image(path: str | Path, *, max_pixels: int, max_side: int | None = None,
+                 max_decoded_bytes: int | None = None) -> DecodedImage:
+    """Decode the first frame, upright (EXIF), as RGB; scaled to fit `max_side` if given.
+
+    `max_decoded_bytes` caps what decoding holds (checked from the header, after a JPEG's
+    DCT-domain downscale): the pixel cap alone let a 6300x6300 RGBA PNG take 737 MB. The
+    image is scaled down before it is flattened to RGB, so no full-size copy follows."""
     image = open_image(path, max_pixels)
     try:
         width, height = image.size
         fmt = image.format or "unknown"
         if max_side is not None and fmt == "JPEG":
             image.draft("RGB", (max_side, max_side))  # DCT-domain downscale: far less memory
+        if max_decoded_bytes is not None and (size := decoded_bytes(image)) > max_decoded_bytes:
+            raise MediaTooLargeError(
+                f"image {path} ({width}x{height} {image.mode}) decodes to {size} bytes, over "
+                f"the cap of {max_decoded_bytes} (image.max_decoded_bytes)")
         image.load()
+        if image.mode in _FLATTEN_FIRST:  # palette/bilevel: resizing them is nearest-only
+            image = to_rgb(image)
+        if max_side is not None and max(image.size) > max_side:
+            image.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
         upright = ImageOps.exif_transpose(image) or image
         rgb = to_rgb(upright)
-        if max_side is not None and max(rgb.size) > max_side:
-            rgb.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
         return DecodedImage(rgb=np.asarray(rgb, dtype=np.uint8), width=width, height=height,
                             format=fmt)
     except _DECODE_ERRORS as exc:

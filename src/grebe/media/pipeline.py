@@ -35,7 +35,7 @@ from grebe.media.dedup import HashEntry, NearDuplicateIndex, perceptual_hash
 from grebe.media.fetch import FetchedMedia, MediaFetcher
 from grebe.media.image import decode_image
 from grebe.media.metrics import MediaMetrics, StageStats
-from grebe.media.video import probe, sample_frames
+from grebe.media.video_sandbox import FRAME_PNG_LEVEL, decode_video
 from grebe.types import Post
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 DOWNLOAD, DECODE, CLASSIFY, DEDUP = "download", "decode", "classify", "dedup"
 STAGES = (DOWNLOAD, DECODE, CLASSIFY, DEDUP)
 KIND_IMAGE, KIND_VIDEO, KIND_AUDIO = "image", "video", "audio"
+WARN_NSFW, WARN_OCR = "nsfw", "ocr"  # prefixes of model-failure warnings
+NO_NSFW_MODEL = "no NSFW model configured"
+NO_ASR = "no_asr_configured"  # transcript_error of speech that was not transcribed
 
 
 class DuplicateRef(msgspec.Struct, frozen=True, kw_only=True):
@@ -73,6 +76,22 @@ class ItemReport(msgspec.Struct, kw_only=True):
     warnings: list[str] = []  # a model failed; the rest of the report stands
     elapsed_s: float = 0.0
 
+    @property
+    def unchecked(self) -> str | None:
+        """Why this item's content was not (fully) looked at, or None if it was.
+
+        Fail closed: an item that could not be fetched or decoded, a picture or video
+        the NSFW model did not score, or speech that could not be transcribed was not
+        checked, and a verdict must not read as if it had been."""
+        if self.error is not None:
+            return self.error
+        if self.kind in (KIND_IMAGE, KIND_VIDEO) and not self.nsfw:
+            why = next((w for w in self.warnings if w.startswith(WARN_NSFW)), NO_NSFW_MODEL)
+            return f"not scored for nudity ({why})"
+        if self.transcript_error not in (None, ASRErrorCode.NO_AUDIO_STREAM.value):
+            return f"speech not transcribed ({self.transcript_error})"
+        return None
+
 
 class MediaReport(msgspec.Struct, kw_only=True):
     """A post's media, item by item, plus the merged view plans consume (the same
@@ -81,6 +100,8 @@ class MediaReport(msgspec.Struct, kw_only=True):
     post_id: str
     items: list[ItemReport] = []
     nsfw_model: str = ""
+    over_cap: int = 0  # items beyond `pipeline.max_items_per_post`, never fetched
+    max_items: int = 0  # that cap, for the reason
 
     @property
     def nsfw(self) -> tuple[float, ...]:
@@ -102,6 +123,16 @@ class MediaReport(msgspec.Struct, kw_only=True):
     def errors(self) -> tuple[str, ...]:
         return tuple(f"{i.url}: {e}" for i in self.items for e in [i.error, *i.warnings] if e)
 
+    @property
+    def unchecked(self) -> tuple[str, ...]:
+        """One line per item that was not checked, saying which and why; items over the
+        per-post cap are summed up in one line (a post may name thousands)."""
+        lines = [f"{i.url}: {why}" for i in self.items if (why := i.unchecked) is not None]
+        if self.over_cap:
+            lines.append(f"{self.over_cap} more media item(s) not fetched: over the cap of "
+                         f"{self.max_items} per post")
+        return tuple(lines)
+
 
 @dataclass(eq=False)
 class _Job:
@@ -112,6 +143,8 @@ class _Job:
     fetched: FetchedMedia | None = None
     views: list[Path] = field(default_factory=list)  # image view or video frames
     has_audio: bool = False
+    cancelled: bool = False  # its caller gave up: skip it, or cancel the stage running it
+    step: asyncio.Future[None] | None = None  # the stage handler running it, if any
 
 
 class MediaPipeline:
@@ -200,18 +233,36 @@ class MediaPipeline:
         self._jobs.add(job)
         # Wait for room, unless stop() abandons the job first (then the put never lands).
         put = asyncio.ensure_future(self._queues[DOWNLOAD].put(job))
-        await asyncio.wait((put, job.future), return_when=asyncio.FIRST_COMPLETED)
-        if not put.done():
-            put.cancel()
-        self._observe_depth(DOWNLOAD)
-        # Shielded: a caller giving up must not strand a job half-way with its files.
-        return await asyncio.shield(job.future)
+        try:
+            await asyncio.wait((put, job.future), return_when=asyncio.FIRST_COMPLETED)
+            if not put.done():
+                put.cancel()
+            self._observe_depth(DOWNLOAD)
+            # Shielded: the job's own cleanup (its files) runs whatever the caller does.
+            return await asyncio.shield(job.future)
+        except asyncio.CancelledError:
+            # The caller gave up (plan timeout, deadline, shutdown): the work is wanted by
+            # nobody, so it stops — a queued job is skipped, a running stage cancelled.
+            if not put.done():
+                put.cancel()
+                await self._finish(job)
+            self._abandon(job)
+            raise
+
+    def _abandon(self, job: _Job) -> None:
+        job.cancelled = True
+        if job.step is not None and not job.step.done():
+            job.step.cancel()
 
     async def hydrate(self, post: Post) -> MediaReport:
-        """Every media item of the post, processed concurrently."""
-        items = await asyncio.gather(*(self.submit(post.id, m.url) for m in post.media))
+        """The post's media items, up to `pipeline.max_items_per_post`, processed
+        concurrently; the rest are counted in the report as unchecked, never fetched.
+        Cancelling this cancels the items' jobs."""
+        cap = self.config.pipeline.max_items_per_post
+        items = await asyncio.gather(*(self.submit(post.id, m.url) for m in post.media[:cap]))
         return MediaReport(post_id=post.id, items=list(items),
-                           nsfw_model=getattr(self.nsfw, "name", "") if self.nsfw else "")
+                           nsfw_model=getattr(self.nsfw, "name", "") if self.nsfw else "",
+                           over_cap=max(0, len(post.media) - cap), max_items=cap)
 
     async def scan(
         self,
@@ -242,15 +293,28 @@ class MediaPipeline:
         while True:
             job = await queue.get()
             self._observe_depth(stage)
+            if job.cancelled:  # its caller gave up while it waited: nothing to do
+                await self._finish(job)
+                queue.task_done()
+                continue
             started = time.monotonic()
             ok = True
+            job.step = asyncio.ensure_future(handler(job))
             try:
-                await handler(job)
+                await asyncio.wait((job.step,))
+            except asyncio.CancelledError:  # this worker is being stopped
+                job.step.cancel()
+                raise
+            try:
+                job.step.result()
+            except asyncio.CancelledError:
+                ok, job.report.error = False, f"{stage} cancelled: the caller gave up"
             except GrebeError as exc:
                 ok, job.report.error = False, str(exc)
             except Exception as exc:  # a bug or a library surprise: the item fails, not us
                 log.exception("media %s stage failed on %s", stage, job.report.url)
                 ok, job.report.error = False, f"{stage} failed: {type(exc).__name__}: {exc}"
+            job.step = None
             elapsed = time.monotonic() - started
             stats.processed += 1
             stats.errors += 0 if ok else 1
@@ -258,7 +322,7 @@ class MediaPipeline:
             stats.max_s = max(stats.max_s, elapsed)
             if self._metrics is not None:
                 self._metrics.finished(stage, elapsed, ok)
-            if ok and following is not None:
+            if ok and following is not None and not job.cancelled:
                 await self._queues[following].put(job)  # backpressure: waits for room
                 self._observe_depth(following)
             else:
@@ -295,32 +359,30 @@ class MediaPipeline:
         if job.fetched.kind == KIND_IMAGE:
             await asyncio.to_thread(self._decode_image, job)
         else:
-            await asyncio.to_thread(self._decode_timed_media, job)
+            await self._decode_timed_media(job)
 
     def _decode_image(self, job: _Job) -> None:
         assert job.fetched is not None and job.workdir is not None
         cfg = self.config.image
         decoded = decode_image(job.fetched.path, max_pixels=cfg.max_pixels,
-                               max_side=cfg.view_max_side)
+                               max_side=cfg.view_max_side,
+                               max_decoded_bytes=cfg.max_decoded_bytes)
         view = job.workdir / "view.png"
-        Image.fromarray(decoded.rgb).save(view)
+        Image.fromarray(decoded.rgb).save(view, compress_level=FRAME_PNG_LEVEL)
         job.views = [view]
         job.report.width, job.report.height = decoded.width, decoded.height
 
-    def _decode_timed_media(self, job: _Job) -> None:
+    async def _decode_timed_media(self, job: _Job) -> None:
+        """Video and audio are vetted and decoded in a child process (memory limit,
+        timeouts; cancelled with the job), never in this one."""
         assert job.fetched is not None and job.workdir is not None
-        cfg = self.config.video
-        info = probe(job.fetched.path, max_duration_s=cfg.max_duration_s)
+        info = await decode_video(job.fetched.path, job.workdir, self.config.video)
         job.report.duration_s = info.duration_s
         job.report.width, job.report.height = info.width, info.height
         job.has_audio = info.has_audio
         if info.has_video:
-            frames = sample_frames(job.fetched.path, cfg.frames, max_side=cfg.frame_max_side)
-            for frame in frames:
-                path = job.workdir / f"frame-{frame.index:03d}.png"
-                Image.fromarray(frame.rgb).save(path)
-                job.views.append(path)
-            job.report.frames = len(frames)
+            job.views = list(info.frames)
+            job.report.frames = len(info.frames)
             job.report.kind = KIND_VIDEO
         else:
             job.report.kind = KIND_AUDIO
@@ -334,7 +396,7 @@ class MediaPipeline:
         try:
             scores = await self.nsfw.classify_images([str(p) for p in job.views])
         except GrebeError as exc:
-            job.report.warnings.append(f"nsfw: {exc}")
+            job.report.warnings.append(f"{WARN_NSFW}: {exc}")
             return
         job.report.nsfw = [float(s.get(NSFW_LABEL, 0.0)) for s in scores]
 
@@ -346,13 +408,16 @@ class MediaPipeline:
         try:
             job.report.ocr_text = (await self.ocr.read_text(str(view))).strip()
         except GrebeError as exc:
-            job.report.warnings.append(f"ocr: {exc}")
+            job.report.warnings.append(f"{WARN_OCR}: {exc}")
 
     async def _transcribe(self, job: _Job) -> None:
-        if self.asr is None or job.report.kind not in (KIND_VIDEO, KIND_AUDIO):
+        if job.report.kind not in (KIND_VIDEO, KIND_AUDIO):
             return
         if not job.has_audio:
             job.report.transcript_error = ASRErrorCode.NO_AUDIO_STREAM.value
+            return
+        if self.asr is None:  # the speech is there and nobody listened: unchecked
+            job.report.transcript_error = NO_ASR
             return
         assert job.fetched is not None
         # Keyed by URL: the same video reposted by many posts is transcribed once.

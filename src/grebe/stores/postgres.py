@@ -19,16 +19,23 @@ import asyncpg
 import msgspec
 
 from grebe import constants as C
-from grebe.errors import StoreError
+from grebe.errors import StoreError, StoreUnavailableError
 from grebe.sqlitedb import GroupWriter
+from grebe.stores.base import reused_id_error
 from grebe.types import Annotation
 
 _COLUMNS = (
     "post_id, producer, version, labels, scores, reasons, embedding, transcript, "
-    "model_versions, created_at, updated_at"
+    "model_versions, created_at, updated_at, fingerprint"
 )
 _POOL_MIN, _POOL_MAX = 1, 4
 _DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
+# The server, not the rows, is at fault: down, restarting, out of disk or read-only.
+_UNAVAILABLE = (
+    asyncpg.PostgresConnectionError, asyncpg.InterfaceError, asyncpg.CannotConnectNowError,
+    asyncpg.InsufficientResourcesError, asyncpg.OperatorInterventionError,
+    asyncpg.ReadOnlySQLTransactionError, OSError,
+)
 
 
 def _schema(table: str) -> str:
@@ -45,17 +52,29 @@ CREATE TABLE IF NOT EXISTS {table} (
     model_versions jsonb NOT NULL,
     created_at timestamptz NOT NULL,
     updated_at timestamptz NOT NULL,
+    fingerprint text NOT NULL DEFAULT '',
     PRIMARY KEY (post_id, producer, version)
-)"""
+);
+-- Migration of a table written before fingerprints: old rows get ''.
+ALTER TABLE {table} ADD COLUMN IF NOT EXISTS fingerprint text NOT NULL DEFAULT ''"""
 
 
 def _upsert_sql(table: str) -> str:
     return (
-        f"INSERT INTO {table} ({_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
+        f"INSERT INTO {table} ({_COLUMNS}) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) "
         "ON CONFLICT (post_id, producer, version) DO UPDATE SET "
         "labels = excluded.labels, scores = excluded.scores, reasons = excluded.reasons, "
         "embedding = excluded.embedding, transcript = excluded.transcript, "
-        "model_versions = excluded.model_versions, updated_at = excluded.updated_at"
+        "model_versions = excluded.model_versions, updated_at = excluded.updated_at, "
+        "fingerprint = excluded.fingerprint"
+    )
+
+
+def _fingerprints_sql(table: str) -> str:
+    return (
+        f"SELECT DISTINCT ON (post_id) post_id, fingerprint FROM {table} "
+        "WHERE post_id = ANY($1::text[]) AND fingerprint <> ''"
     )
 
 
@@ -67,6 +86,7 @@ def _row(a: Annotation) -> tuple[Any, ...]:
     return (
         a.post_id, a.producer, a.version, a.labels, a.scores, a.reasons, a.embedding,
         a.transcript, a.model_versions, _ts(a.created_at), _ts(a.updated_at),
+        a.content_fingerprint,
     )
 
 
@@ -77,6 +97,7 @@ def _annotation(record: asyncpg.Record) -> Annotation:
         embedding=list(record["embedding"]) if record["embedding"] is not None else None,
         transcript=record["transcript"], model_versions=record["model_versions"],
         created_at=record["created_at"].timestamp(), updated_at=record["updated_at"].timestamp(),
+        content_fingerprint=record["fingerprint"],
     )
 
 
@@ -100,6 +121,7 @@ class PostgresStore:
         self._pool_max = pool_max
         self._pool: asyncpg.Pool | None = None
         self._upsert = _upsert_sql(table)
+        self._fingerprints = _fingerprints_sql(table)
         self._writer: GroupWriter[Annotation] = GroupWriter(self._flush)
 
     async def start(self) -> None:
@@ -142,13 +164,37 @@ class PostgresStore:
         async with self._started().acquire() as conn:
             return int(await conn.fetchval(f"SELECT count(*) FROM {self.table}"))
 
-    async def _flush(self, annotations: list[Annotation]) -> None:
-        rows = [_row(a) for a in annotations]
+    async def _flush(self, annotations: list[Annotation]) -> dict[int, Exception]:
+        """Upsert, except a different post under a held id (PostIdReusedError for its
+        caller). Each id is locked for the transaction (advisory, in sorted order, so
+        replicas cannot deadlock), so two posts racing under one id cannot both win."""
+        refused: dict[int, Exception] = {}
         try:
             async with self._started().acquire() as conn, conn.transaction():
-                await conn.executemany(self._upsert, rows)
+                ids = sorted({a.post_id for a in annotations if a.content_fingerprint})
+                if ids:  # one round trip; unnest keeps the sorted order
+                    await conn.execute(
+                        "SELECT pg_advisory_xact_lock(hashtext($1 || ':' || x)) "
+                        "FROM unnest($2::text[]) AS x", self.table, ids,
+                    )
+                held = dict(await conn.fetch(self._fingerprints, ids)) if ids else {}
+                rows = []
+                for i, a in enumerate(annotations):
+                    known = held.get(a.post_id)
+                    if known and a.content_fingerprint and known != a.content_fingerprint:
+                        refused[i] = reused_id_error(a, known)
+                        continue
+                    if a.content_fingerprint:
+                        held.setdefault(a.post_id, a.content_fingerprint)
+                    rows.append(_row(a))
+                if rows:
+                    await conn.executemany(self._upsert, rows)
         except _DB_ERRORS as exc:
-            raise StoreError(f"PostgreSQL store: upsert of {len(rows)} rows failed: {exc}") from exc
+            error = StoreUnavailableError if isinstance(exc, _UNAVAILABLE) else StoreError
+            raise error(
+                f"PostgreSQL store: upsert of {len(annotations)} rows failed: {exc}"
+            ) from exc
+        return refused
 
     def _started(self) -> asyncpg.Pool:
         if self._pool is None:

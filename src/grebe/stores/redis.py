@@ -4,9 +4,13 @@ Annotation store layout, per post `<prefix>:ann:<post id>` (a hash):
 
     a:<producer>:<version>   the annotation, msgspec JSON
     c:<producer>:<version>   its first created_at (HSETNX: a rewrite never moves it)
+    f                        the post's content fingerprint (absent in hashes written
+                             before fingerprints: those accept the next one)
 
-An upsert of many annotations is one MULTI/EXEC pipeline, so a batch is written whole
-or not at all and costs one round trip.
+An upsert of many annotations is one Lua script, atomic like the MULTI/EXEC it
+replaced, so a batch is written whole or not at all and costs one round trip; it
+refuses the whole batch with PostIdReusedError when a post id is held under another
+fingerprint (a different post under a reused id).
 
 The TTL cache keeps bytes (transcripts, labels, embeddings encoded by their owner) under
 `<prefix>:cache:<key>` for `ttl_s`, so work done by one replica is reused by the others
@@ -23,12 +27,34 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from grebe import constants as C
-from grebe.errors import StoreError
+from grebe.errors import StoreError, StoreUnavailableError
+from grebe.stores.base import reused_id_error
 from grebe.types import Annotation
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Annotation)
 _BODY, _CREATED = b"a:", b"c:"
+# KEYS: one hash per annotation; ARGV: five per annotation (fingerprint, body field,
+# body, created field, created). Returns nil, or {index, stored fingerprint} of the
+# first annotation whose post id is held under another fingerprint (nothing written).
+_UPSERT_LUA = """
+local seen = {}
+for i = 1, #KEYS do
+  local fp = ARGV[(i - 1) * 5 + 1]
+  if fp ~= '' then
+    local known = seen[KEYS[i]] or redis.call('HGET', KEYS[i], 'f')
+    if known and known ~= '' and known ~= fp then return {i - 1, known} end
+    seen[KEYS[i]] = fp
+  end
+end
+for i = 1, #KEYS do
+  local b = (i - 1) * 5
+  redis.call('HSET', KEYS[i], ARGV[b + 2], ARGV[b + 3])
+  redis.call('HSETNX', KEYS[i], ARGV[b + 4], ARGV[b + 5])
+  if ARGV[b + 1] ~= '' then redis.call('HSET', KEYS[i], 'f', ARGV[b + 1]) end
+end
+return nil
+"""
 
 
 class _RedisClient:
@@ -75,16 +101,26 @@ class RedisStore(_RedisClient):
     async def upsert(self, annotations: Sequence[Annotation]) -> None:
         if not annotations:
             return
-        pipe = self._started().pipeline(transaction=True)
+        keys: list[str] = []
+        args: list[bytes | str] = []
         for a in annotations:
             field = f"{a.producer}:{a.version}".encode()
-            key = self.key(a.post_id)
-            pipe.hset(key, _BODY + field, _encoder.encode(a))
-            pipe.hsetnx(key, _CREATED + field, repr(a.created_at))
+            keys.append(self.key(a.post_id))
+            args += [a.content_fingerprint, _BODY + field, _encoder.encode(a),
+                     _CREATED + field, repr(a.created_at)]
+        client = self._started()
         try:
-            await pipe.execute()
+            refused = await client.eval(_UPSERT_LUA, len(keys), *keys, *args)  # type: ignore[misc]
         except (RedisError, OSError) as exc:
-            raise StoreError(f"Redis store: upsert of {len(annotations)} failed: {exc}") from exc
+            # Connection, OOM or read-only replica: Redis, not the post, is at fault.
+            raise StoreUnavailableError(
+                f"Redis store: upsert of {len(annotations)} failed: {exc}"
+            ) from exc
+        if refused:
+            index, stored = int(refused[0]), refused[1]
+            raise reused_id_error(
+                annotations[index], stored.decode() if isinstance(stored, bytes) else stored
+            )
 
     async def get(self, post_id: str) -> list[Annotation]:
         try:

@@ -1,10 +1,24 @@
 """The default annotation store: one SQLite file, one row per (post, producer, version).
 
-A row holds the key columns, the timestamps and the annotation itself as msgspec JSON;
-re-writing a key (a post re-processed after a crash or a retry) replaces the verdict
-and `updated_at` but keeps the first `created_at`. Concurrent `upsert` calls from many
-tasks share one transaction (group commit) in the store's own thread, and return only
-once their rows are committed, so a sink that awaited `upsert` may let its post be acked.
+A row holds the key columns, the timestamps, the post's content fingerprint and the
+annotation itself as msgspec JSON; re-writing a key (a post re-processed after a crash
+or a retry) replaces the verdict and `updated_at` but keeps the first `created_at`.
+
+A *different* post under an id the store already holds (another fingerprint) is refused
+with PostIdReusedError and not written, so it cannot silently replace the first post's
+annotations; the dispatcher dead-letters it at once. The check runs inside the write
+transaction (under SQLite's write lock), so two different posts with one id racing in
+two engines cannot both win. Rows written before fingerprints (the `fingerprint`
+column is added on open: the migration) have "" and accept the next fingerprint.
+
+Bodies are msgpack with the embedding taken out: it lives in `vectors` as float16 bytes,
+named by a digest, so a vector two plans share is stored once (stores/vectors.py), and a
+384-d annotation costs ~1 KB instead of ~8 KB. Rows written as JSON by earlier versions
+(their body starts with "{") still read back unchanged: no rewrite is needed.
+
+Concurrent `upsert` calls from many tasks share one transaction (group commit) in the
+store's own thread, and return only once their rows are committed, so a sink that
+awaited `upsert` may let its post be acked.
 """
 
 from __future__ import annotations
@@ -16,8 +30,10 @@ from typing import Literal
 
 import msgspec
 
-from grebe.errors import StoreError
+from grebe.errors import StoreError, StoreUnavailableError
 from grebe.sqlitedb import GroupWriter, SqliteDB, connect, write_txn
+from grebe.stores.base import reused_id_error
+from grebe.stores.vectors import PackedVector, pack, unpack
 from grebe.types import Annotation
 
 _SCHEMA = """
@@ -28,35 +44,98 @@ CREATE TABLE IF NOT EXISTS annotations (
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
     body BLOB NOT NULL,
+    fingerprint TEXT NOT NULL DEFAULT '',
+    vector BLOB,
     PRIMARY KEY (post_id, producer, version)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS vectors (
+    digest BLOB PRIMARY KEY,
+    dims INTEGER NOT NULL,
+    dtype TEXT NOT NULL,
+    data BLOB NOT NULL
+) WITHOUT ROWID;
 """
+# Migration of a store written before fingerprints: the column, empty for old rows.
+_ADD_FINGERPRINT = "ALTER TABLE annotations ADD COLUMN fingerprint TEXT NOT NULL DEFAULT ''"
+# ...and of a store written before binary vectors: rows keep their JSON body, no vector.
+_ADD_VECTOR = "ALTER TABLE annotations ADD COLUMN vector BLOB"
+_INSERT_VECTOR = "INSERT OR IGNORE INTO vectors (digest, dims, dtype, data) VALUES (?, ?, ?, ?)"
 
 _UPSERT = (
-    "INSERT INTO annotations (post_id, producer, version, created_at, updated_at, body) "
-    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (post_id, producer, version) DO UPDATE SET "
-    "updated_at = excluded.updated_at, body = excluded.body"
+    "INSERT INTO annotations "
+    "(post_id, producer, version, created_at, updated_at, body, fingerprint, vector) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (post_id, producer, version) DO UPDATE SET "
+    "updated_at = excluded.updated_at, body = excluded.body, "
+    "fingerprint = excluded.fingerprint, vector = excluded.vector"
 )
-_SELECT = "SELECT created_at, body FROM annotations"
+_SELECT = (
+    "SELECT a.created_at, a.body, v.dims, v.dtype, v.data FROM annotations a "
+    "LEFT JOIN vectors v ON v.digest = a.vector"
+)
 
-_encoder = msgspec.json.Encoder()
-_decoder = msgspec.json.Decoder(Annotation)
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(Annotation)
+_json_decoder = msgspec.json.Decoder(Annotation)  # bodies written before binary vectors
 
 
 def _init(conn: sqlite3.Connection) -> None:
     conn.executescript(_SCHEMA)
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(annotations)")}
+    for column, migration in (("fingerprint", _ADD_FINGERPRINT), ("vector", _ADD_VECTOR)):
+        if column not in columns:
+            with write_txn(conn):
+                conn.execute(migration)
 
 
-Row = tuple[str, str, str, float, float, bytes]
+Row = tuple[str, str, str, float, float, bytes, str, PackedVector | None]
 
 
-def _upsert(conn: sqlite3.Connection, rows: list[Row]) -> None:
+_FINGERPRINT = "SELECT fingerprint FROM annotations WHERE post_id = ? AND fingerprint != ''"
+
+
+def _upsert(conn: sqlite3.Connection, rows: list[Row]) -> dict[int, str]:
+    """Write the rows, except those of a post id held under another fingerprint:
+    {row index: the stored fingerprint} of the refused ones."""
+    refused: dict[int, str] = {}
     with write_txn(conn):
-        conn.executemany(_UPSERT, rows)
+        for i, row in enumerate(rows):
+            if row[6]:
+                stored = conn.execute(_FINGERPRINT, (row[0],)).fetchone()
+                if stored is not None and stored[0] != row[6]:
+                    refused[i] = stored[0]
+                    continue
+            vector = row[7]
+            if vector is not None:
+                conn.execute(_INSERT_VECTOR, (vector.digest, vector.dims, vector.dtype,
+                                              vector.data))
+            conn.execute(_UPSERT, (*row[:7], None if vector is None else vector.digest))
+    return refused
 
 
-def _decode(created_at: float, body: bytes) -> Annotation:
-    annotation = _decoder.decode(body)
+def _encode(annotation: Annotation) -> tuple[bytes, PackedVector | None]:
+    """The row body (msgpack, without the embedding) and the embedding to store apart."""
+    if annotation.embedding is None:
+        return _encoder.encode(annotation), None
+    body = _encoder.encode(msgspec.structs.replace(annotation, embedding=None))
+    return body, pack(annotation.embedding)
+
+
+def _row(a: Annotation) -> Row:
+    body, vector = _encode(a)
+    return (a.post_id, a.producer, a.version, a.created_at, a.updated_at, body,
+            a.content_fingerprint, vector)
+
+
+def _decode(
+    created_at: float, body: bytes, dims: int | None = None, dtype: str | None = None,
+    data: bytes | None = None,
+) -> Annotation:
+    if body[:1] == b"{":  # written as JSON by an earlier version, embedding inline
+        annotation = _json_decoder.decode(body)
+    else:
+        annotation = _decoder.decode(body)
+        if data is not None and dims is not None and dtype is not None:
+            annotation.embedding = unpack(dims, dtype, data)
     annotation.created_at = created_at
     return annotation
 
@@ -93,6 +172,8 @@ class SqliteStore:
         await self._db.close()
 
     async def upsert(self, annotations: Sequence[Annotation]) -> None:
+        """Insert or replace by key; PostIdReusedError for a different post under an id
+        this store holds (see the module docstring)."""
         await self._writer.submit(annotations)
 
     async def get(self, post_id: str) -> list[Annotation]:
@@ -104,16 +185,18 @@ class SqliteStore:
     async def count(self) -> int:
         return await self._db.run(_count)
 
-    async def _flush(self, annotations: list[Annotation]) -> None:
+    async def _flush(self, annotations: list[Annotation]) -> dict[int, Exception]:
         # The last write of a key in one batch wins, as it would one by one.
-        rows = [
-            (a.post_id, a.producer, a.version, a.created_at, a.updated_at, _encoder.encode(a))
-            for a in annotations
-        ]
+        rows = [_row(a) for a in annotations]
         try:
-            await self._db.run(_upsert, rows)
+            refused = await self._db.run(_upsert, rows)
+        except sqlite3.OperationalError as exc:  # disk full, locked, I/O: not the post's
+            raise StoreUnavailableError(f"annotation store {self.path}: {exc}") from exc
         except sqlite3.Error as exc:
             raise StoreError(f"annotation store {self.path}: {exc}") from exc
+        return {
+            i: reused_id_error(annotations[i], stored) for i, stored in refused.items()
+        }
 
 
 def iter_all(path: Path, batch: int = 1000) -> Iterator[Annotation]:

@@ -30,6 +30,9 @@ class PostCreate(msgspec.Struct, tag="post_create", tag_field="type", kw_only=Tr
     quote_of_post_id: str | None = None
     #: The post (for a retweet: the retweeted post) carries a video.
     has_video: bool = False
+    #: Length of that video in seconds, when known (shorter than the configured
+    #: minimum: not served to video requests).
+    video_duration_s: float | None = None
     #: For a retweet: the retweeted post is itself a reply (None: unknown).
     source_is_reply: bool | None = None
 
@@ -47,6 +50,8 @@ class PostCreate(msgspec.Struct, tag="post_create", tag_field="type", kw_only=Tr
             retweet_of_post_id=post.retweet_of_post_id,
             quote_of_post_id=post.quote_of_post_id,
             has_video=bool(post.videos),
+            video_duration_s=max(
+                (m.duration_s for m in post.videos if m.duration_s is not None), default=None),
         )
 
 
@@ -70,6 +75,19 @@ class QuotedPostDelete(
 ThunderEvent = PostCreate | PostDelete | QuotedPostDelete
 
 _event_decoder = msgspec.json.Decoder(ThunderEvent)
+
+
+def event_json_schema() -> dict[str, object]:
+    """The JSON schema of an event line, for producers in any language; the copy in
+    docs/thunder-events.schema.json is checked against this by a test."""
+    schema = msgspec.json.schema(ThunderEvent)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "grebe thunder event",
+        "description": "One line of the thunder topic: a post was created, deleted, or "
+        "lost the post it quoted. Times are epoch seconds.",
+        **schema,
+    }
 
 
 def encode_event(event: ThunderEvent) -> bytes:

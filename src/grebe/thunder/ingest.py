@@ -7,6 +7,12 @@ that does not decode is dead-lettered through the source and never stops the loo
 `ready` is set once ingest has caught up with the head of the stream (a poll returned
 less than a full batch and, where the source can tell, nothing is left); a service
 should report healthy only then, so it never serves a half-loaded store.
+
+A broker error (a failed poll or ack) is a system fault, not a reason to stop: ingest
+clears `ready` (the service goes NOT_SERVING and refuses queries with UNAVAILABLE),
+counts the error, exposes how long it has been unable to read, and retries with
+exponential backoff; once a poll succeeds again it sets `ready` only after catching up.
+Any other exception is a bug: `ready` is cleared (fail closed) and the task ends with it.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import time
 
 from grebe import codec
 from grebe.core.source import Message, Outcome, Source
-from grebe.errors import DecodeError
+from grebe.errors import BrokerError, DecodeError
 from grebe.thunder.events import PostCreate, ThunderEvent, decode_event
 from grebe.thunder.metrics import ThunderMetrics
 from grebe.thunder.settings import ThunderSettings
@@ -27,6 +33,30 @@ from grebe.thunder.store import ThunderStore
 from grebe.types import DeadLetter
 
 log = logging.getLogger(__name__)
+
+#: Failures of reading the stream that a retry can cure (the broker or the network).
+RETRYABLE = (BrokerError, OSError, TimeoutError)
+
+
+class Readiness(asyncio.Event):
+    """An Event whose clearing can be awaited too, so the health service can follow
+    ingest both ways (caught up -> SERVING, lost the stream -> NOT_SERVING)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._cleared = asyncio.Event()
+        self._cleared.set()
+
+    def set(self) -> None:
+        super().set()
+        self._cleared.clear()
+
+    def clear(self) -> None:
+        super().clear()
+        self._cleared.set()
+
+    async def wait_cleared(self) -> None:
+        await self._cleared.wait()
 
 
 class ThunderIngest:
@@ -46,7 +76,10 @@ class ThunderIngest:
         self.store = store
         self.settings = settings or store.settings
         self.metrics = metrics
-        self.ready = asyncio.Event()
+        self.ready = Readiness()
+        self.poll_errors = 0
+        self._failing_since: float | None = None  # monotonic time of the first failure
+        self._next_lag_check = 0.0
         self.applied = 0  # events that changed the store
         self.ignored = 0  # duplicates, late creates, deletes of unknown posts
         self.dead = 0
@@ -56,6 +89,14 @@ class ThunderIngest:
         self._tasks: list[asyncio.Task[None]] = []
         if metrics is not None:
             metrics.watch_lag(lambda: self.lag_seconds)
+            metrics.watch_stalled(lambda: self.stalled_seconds)
+
+    @property
+    def stalled_seconds(self) -> float:
+        """How long ingest has been unable to read the stream; 0 while it reads."""
+        if self._failing_since is None:
+            return 0.0
+        return time.monotonic() - self._failing_since
 
     @property
     def lag_seconds(self) -> float:
@@ -100,18 +141,74 @@ class ThunderIngest:
         await asyncio.wait_for(self.ready.wait(), timeout_s)
 
     async def _consume(self) -> None:
-        batch = self.settings.poll_batch
+        failures = 0
         while not self._stopping.is_set():
-            messages = await self.source.poll(batch, self.settings.poll_timeout_s)
-            if messages:
-                await self.process(messages)
-            if len(messages) < batch:
-                self._idle = True
-                if not self.ready.is_set() and await self._at_head():
-                    self.ready.set()
-                    if self.metrics is not None:
-                        self.metrics.ready.set(1)
-                    log.info("thunder caught up: %d posts held", len(self.store))
+            try:
+                await self._step()
+            except RETRYABLE as exc:
+                failures += 1
+                self._lost_stream(exc, failures)
+                await self._backoff(failures)
+                continue
+            except Exception:
+                self._set_ready(False)
+                log.exception("thunder ingest failed; not serving")
+                raise
+            if failures:
+                log.info("thunder ingest reads again after %d failures", failures)
+                failures = 0
+                self._failing_since = None
+
+    async def _step(self) -> None:
+        """One poll, applied and acked; `ready` once a short poll finds the head."""
+        batch = self.settings.poll_batch
+        messages = await self.source.poll(batch, self.settings.poll_timeout_s)
+        if messages:
+            await self.process(messages)
+        if len(messages) < batch:
+            self._idle = True
+            if not self.ready.is_set() and await self._at_head():
+                self._set_ready(True)
+                log.info("thunder caught up: %d posts held", len(self.store))
+        await self._check_lag()
+
+    async def _check_lag(self) -> None:
+        """Every `lag_check_interval_s`, publish how many messages are left to read."""
+        now = time.monotonic()
+        if self.metrics is None or now < self._next_lag_check:
+            return
+        self._next_lag_check = now + self.settings.lag_check_interval_s
+        try:
+            lag = await self.lag_messages()
+        except Exception as exc:  # the gauge is advisory: never stop ingest for it
+            log.debug("source lag() failed: %s", exc)
+            return
+        if lag is not None:
+            self.metrics.lag_messages.set(lag)
+
+    def _set_ready(self, ready: bool) -> None:
+        if ready:
+            self.ready.set()
+        else:
+            self.ready.clear()
+        if self.metrics is not None:
+            self.metrics.ready.set(1 if ready else 0)
+
+    def _lost_stream(self, exc: BaseException, failures: int) -> None:
+        self.poll_errors += 1
+        if self.metrics is not None:
+            self.metrics.poll_errors.inc()
+        if self._failing_since is None:
+            self._failing_since = time.monotonic()
+        if self.ready.is_set():
+            self._set_ready(False)
+        log.warning("thunder ingest cannot read the stream (failure %d): %s", failures, exc)
+
+    async def _backoff(self, failures: int) -> None:
+        s = self.settings
+        delay = min(s.retry_backoff_max_s, s.retry_backoff_s * 2 ** (failures - 1))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), delay)
 
     async def _at_head(self) -> bool:
         try:

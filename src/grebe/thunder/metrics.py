@@ -7,11 +7,11 @@ test can start several services in one process without name clashes.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from grebe.thunder.store import ThunderStore
+from grebe.thunder.store import LightPost, ThunderStore
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
 
@@ -68,6 +68,77 @@ class ThunderMetrics:
             registry=r,
         )
 
+        self.poll_errors = Counter(
+            "grebe_thunder_ingest_errors_total",
+            "Failed polls or acks of the stream (ingest retries with backoff)", registry=r,
+        )
+        self.stalled = Gauge(
+            "grebe_thunder_ingest_stalled_seconds",
+            "How long ingest has been unable to read the stream (0 while it reads)",
+            registry=r,
+        )
+        self.future_refused = Gauge(
+            "grebe_thunder_future_posts_refused",
+            "Creates refused because they were dated beyond the clock skew tolerance",
+            registry=r,
+        )
+        self.resolved_replies = Gauge(
+            "grebe_thunder_late_parent_replies_resolved",
+            "Replies whose context was filled when their parent arrived after them",
+            registry=r,
+        )
+        self.pending_replies = Gauge(
+            "grebe_thunder_replies_waiting_for_parent",
+            "Replies held while their parent or conversation root has not arrived",
+            registry=r,
+        )
+
+        self.lag_messages = Gauge(
+            "grebe_thunder_ingest_lag_messages",
+            "Messages of the assigned partitions not read yet (checked periodically)",
+            registry=r,
+        )
+        # Request statistics (the specification's analysis of each answer).
+        self.answer_time_range = Histogram(
+            "grebe_thunder_answer_time_range_seconds",
+            "Newest minus oldest created_at of the posts returned by one call",
+            buckets=(60, 600, 3600, 6 * 3600, 12 * 3600, 86400, 2 * 86400), registry=r,
+        )
+        self.answer_reply_ratio = Histogram(
+            "grebe_thunder_answer_reply_ratio", "Share of replies among the posts returned",
+            buckets=(0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0), registry=r,
+        )
+        self.answer_authors = Histogram(
+            "grebe_thunder_answer_unique_authors", "Distinct authors among the posts returned",
+            buckets=(0, 1, 5, 10, 50, 100, 200, 500, 1000), registry=r,
+        )
+        self.answer_posts_per_author = Histogram(
+            "grebe_thunder_answer_posts_per_author",
+            "Posts returned per distinct author (mean over one call)",
+            buckets=(1, 1.5, 2, 3, 4, 5, 8), registry=r,
+        )
+        self.graph_lookups = Counter(
+            "grebe_thunder_graph_lookups_total",
+            "Calls with an empty following list answered from the social graph",
+            registry=r,
+        )
+
+    def observe_answer(self, posts: Sequence[LightPost]) -> None:
+        """Record the request statistics of one answer (nothing for an empty one)."""
+        if not posts:
+            return
+        replies = 0
+        authors: set[str] = set()
+        for post in posts:
+            authors.add(post.author_id)
+            if post.in_reply_to_post_id is not None:
+                replies += 1
+        # Posts come newest first.
+        self.answer_time_range.observe(posts[0].created_at - posts[-1].created_at)
+        self.answer_reply_ratio.observe(replies / len(posts))
+        self.answer_authors.observe(len(authors))
+        self.answer_posts_per_author.observe(len(posts) / len(authors))
+
     def watch_store(self, store: ThunderStore) -> None:
         """Compute the store gauges at scrape time instead of on every write."""
         self.store_posts.set_function(lambda: len(store))
@@ -77,5 +148,12 @@ class ThunderMetrics:
             if store.newest_created_at else 0.0
         )
 
+        self.future_refused.set_function(lambda: store.future_refused)
+        self.resolved_replies.set_function(lambda: store.resolved_replies)
+        self.pending_replies.set_function(lambda: store.pending_count)
+
     def watch_lag(self, lag_seconds: Callable[[], float]) -> None:
         self.ingest_lag.set_function(lag_seconds)
+
+    def watch_stalled(self, stalled_seconds: Callable[[], float]) -> None:
+        self.stalled.set_function(stalled_seconds)

@@ -17,6 +17,7 @@ from grebe.config import GrebeConfig, StreamConfig
 from grebe.core.source import Source
 from grebe.security.keys import KeyStore
 from grebe.security.server import require_keys_beyond_loopback
+from grebe.thunder.graph import ViewerFileGraph
 from grebe.thunder.ingest import ThunderIngest
 from grebe.thunder.metrics import ThunderMetrics
 from grebe.thunder.service import ThunderServer
@@ -64,7 +65,9 @@ async def serve(config: GrebeConfig, stop: asyncio.Event | None = None) -> None:
     if settings.replay_on_start:
         group = f"{group}-{os.getpid()}-{int(time.time())}"
     ingest = ThunderIngest(thunder_source(config, settings, group), store, settings, metrics)
-    server = ThunderServer(store, settings, metrics, ready=ingest.ready, keys=keys)
+    graph = ViewerFileGraph(settings.following_file) if settings.following_file else None
+    server = ThunderServer(store, settings, metrics, ready=ingest.ready, keys=keys,
+                           graph=graph)
     await ingest.start()
     await server.start()
     caught_up = asyncio.create_task(ingest.ready.wait())

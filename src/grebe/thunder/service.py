@@ -5,7 +5,10 @@ refused at once with RESOURCE_EXHAUSTED rather than queued, so the callers that 
 admitted keep their latency and the client can retry elsewhere. Every admitted call
 has a time budget (the configured one, shortened by the client's deadline); when it
 runs out the call returns the newest posts of the authors scanned so far, flagged
-`partial`. Health reports NOT_SERVING until ingest has caught up with the stream.
+`partial`. Health reports NOT_SERVING until ingest has caught up with the stream, and
+again while ingest cannot read it; meanwhile GetInNetworkPosts answers UNAVAILABLE (a
+half-loaded or stale store must not pass for a complete one: the caller retries or
+falls back).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import time
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
 
 from grebe.errors import ConfigError
 from grebe.security.grpc_guard import (
@@ -25,14 +29,22 @@ from grebe.security.grpc_guard import (
     server_credentials,
 )
 from grebe.security.keys import KeyStore
+from grebe.thunder.graph import SocialGraph
+from grebe.thunder.ingest import Readiness
 from grebe.thunder.metrics import ThunderMetrics
 from grebe.thunder.proto import thunder_pb2, thunder_pb2_grpc
 from grebe.thunder.settings import ThunderSettings
-from grebe.thunder.store import InNetworkQuery, InNetworkResult, LightPost, ThunderStore
+from grebe.thunder.store import InNetworkQuery, InNetworkResult, ThunderStore
+from grebe.thunder.wire import ResponseEncoder
 
 log = logging.getLogger(__name__)
 
 SERVICE_NAME = thunder_pb2.DESCRIPTOR.services_by_name["InNetworkPosts"].full_name
+REFLECTED_SERVICES = (
+    SERVICE_NAME,
+    health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+    reflection.SERVICE_NAME,
+)
 COMPRESSION = {
     "gzip": grpc.Compression.Gzip,
     "deflate": grpc.Compression.Deflate,
@@ -53,39 +65,30 @@ async def run_scan(store: ThunderStore, query: InNetworkQuery) -> InNetworkResul
         return done.value  # type: ignore[no-any-return]
 
 
-def to_proto(post: LightPost) -> thunder_pb2.LightPost:
-    return thunder_pb2.LightPost(
-        post_id=post.post_id,
-        author_id=post.author_id,
-        created_at=post.created_at,
-        is_reply=post.in_reply_to_post_id is not None,
-        is_retweet=post.source_post_id is not None,
-        in_reply_to_post_id=post.in_reply_to_post_id,
-        in_reply_to_author_id=post.in_reply_to_author_id,
-        conversation_id=post.conversation_id,
-        source_post_id=post.source_post_id,
-        source_author_id=post.source_author_id,
-        quote_of_post_id=post.quote_of_post_id,
-        has_video=post.has_video,
-        conversation_author_id=post.conversation_author_id,
-        video_eligible=post.video_eligible,
-    )
-
-
 class InNetworkPostsService(thunder_pb2_grpc.InNetworkPostsServicer):
     def __init__(
         self, store: ThunderStore, settings: ThunderSettings | None = None,
-        metrics: ThunderMetrics | None = None,
+        metrics: ThunderMetrics | None = None, ready: asyncio.Event | None = None,
+        graph: SocialGraph | None = None,
     ) -> None:
         self.store = store
         self.settings = settings or store.settings
         self.metrics = metrics or ThunderMetrics()
+        self.ready = ready  # None: always serve (a store filled before serving)
+        self.graph = graph  # asked when a request's following list is empty
+        self.encoder = ResponseEncoder(self.settings.encoded_cache_posts)
         self.in_flight = 0
 
     async def GetInNetworkPosts(  # the gRPC method name
         self, request: thunder_pb2.GetInNetworkPostsRequest, context: grpc.aio.ServicerContext,
     ) -> thunder_pb2.GetInNetworkPostsResponse:
         s, m = self.settings, self.metrics
+        if self.ready is not None and not self.ready.is_set():
+            m.requests.labels(grpc.StatusCode.UNAVAILABLE.name).inc()
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                f"thunder is not caught up with its stream ({len(self.store)} posts held)",
+            )
         if self.in_flight >= s.max_concurrent_requests:
             m.rejected.inc()
             m.requests.labels(grpc.StatusCode.RESOURCE_EXHAUSTED.name).inc()
@@ -105,18 +108,20 @@ class InNetworkPostsService(thunder_pb2_grpc.InNetworkPostsServicer):
             remaining = context.time_remaining()
             if remaining is not None:
                 budget = min(budget, max(0.0, remaining * DEADLINE_SHARE))
+            following = list(request.following_user_ids)
+            if not following and self.graph is not None:
+                following = list(await self.graph.following(request.user_id))[: s.max_following]
+                m.graph_lookups.inc()
             query = InNetworkQuery(
                 user_id=request.user_id,
-                following_user_ids=list(request.following_user_ids),
+                following_user_ids=following,
                 exclude_post_ids=set(request.exclude_post_ids),
                 max_results=request.max_results or s.default_max_results,
                 is_video_request=request.is_video_request,
                 budget_s=budget,
             )
             result = await run_scan(self.store, query)
-            response = thunder_pb2.GetInNetworkPostsResponse(
-                posts=[to_proto(p) for p in result.posts], partial=result.partial,
-            )
+            response = self.encoder.response(result.posts, result.partial)
             if request.debug:
                 newest = self.store.newest_created_at
                 response.debug.CopyFrom(thunder_pb2.DebugInfo(
@@ -129,6 +134,7 @@ class InNetworkPostsService(thunder_pb2_grpc.InNetworkPostsServicer):
             if result.partial:
                 m.timeouts.inc()
             m.returned.observe(len(result.posts))
+            m.observe_answer(result.posts)
             m.requests.labels(grpc.StatusCode.OK.name).inc()
             return response
         finally:
@@ -161,12 +167,12 @@ class ThunderServer:
     def __init__(
         self, store: ThunderStore, settings: ThunderSettings | None = None,
         metrics: ThunderMetrics | None = None, ready: asyncio.Event | None = None,
-        keys: KeyStore | None = None,
+        keys: KeyStore | None = None, graph: SocialGraph | None = None,
     ) -> None:
         self.settings = settings or store.settings
         self.metrics = metrics or ThunderMetrics()
         self.metrics.watch_store(store)
-        self.service = InNetworkPostsService(store, self.settings, self.metrics)
+        self.service = InNetworkPostsService(store, self.settings, self.metrics, ready, graph)
         self.health = health.aio.HealthServicer()
         self._ready = ready
         self.keys = keys or KeyStore()
@@ -185,6 +191,9 @@ class ThunderServer:
             BearerAuthInterceptor(self.keys, "thunder"), DecodeGuardInterceptor()])
         thunder_pb2_grpc.add_InNetworkPostsServicer_to_server(self.service, server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        # Server reflection: a client in any language (grpcurl, Postman, grpc-js) can
+        # list and call the services without a copy of thunder.proto.
+        reflection.enable_server_reflection(REFLECTED_SERVICES, server)
         address = f"{s.host}:{s.port}"
         self.port = (server.add_secure_port(address, credentials) if credentials
                      else server.add_insecure_port(address))
@@ -192,22 +201,29 @@ class ThunderServer:
             raise OSError(f"thunder: cannot bind {s.host}:{s.port}")
         await server.start()
         self._server = server
-        if self._ready is None or self._ready.is_set():
+        if self._ready is None:
             await self._set_serving()
         else:
-            for name in ("", SERVICE_NAME):
-                await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+            await self._set_serving(self._ready.is_set())
             self._watch = asyncio.create_task(self._serve_when_ready(self._ready))
         log.info("thunder serving on %s:%d", s.host, self.port)
         return self.port
 
     async def _serve_when_ready(self, ready: asyncio.Event) -> None:
-        await ready.wait()
-        await self._set_serving()
+        """SERVING when ready; NOT_SERVING again when a `Readiness` is cleared."""
+        while True:
+            await ready.wait()
+            await self._set_serving()
+            if not isinstance(ready, Readiness):
+                return
+            await ready.wait_cleared()
+            await self._set_serving(False)
 
-    async def _set_serving(self) -> None:
+    async def _set_serving(self, serving: bool = True) -> None:
+        status = (health_pb2.HealthCheckResponse.SERVING if serving
+                  else health_pb2.HealthCheckResponse.NOT_SERVING)
         for name in ("", SERVICE_NAME):
-            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+            await self.health.set(name, status)
 
     async def stop(self, grace_s: float = 2.0) -> None:
         """Report NOT_SERVING, let in-flight calls finish within `grace_s`, stop."""

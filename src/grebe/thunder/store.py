@@ -20,7 +20,10 @@ Rules
   * Retention (default two days): older creates are ignored; `trim()` drops expired
     posts, expired tombstones and authors left with nothing.
   * Video eligibility: an original (or quote) with a video; a retweet of a video post
-    that is not a reply. Replies never.
+    that is not a reply. Replies never. A video known to be shorter than
+    `min_video_duration_s` never (nor a retweet of it).
+  * Scan cap: with excluded posts, the newest k not excluded are taken from the newest
+    `max_scan_per_author` of each list only, so long exclude lists cost bounded work.
   * Replies are served only into a followed author's conversation: the conversation's
     root author is followed (or is the viewer), and the post replied to is by a
     followed author, the viewer, or the replier (a self-thread).
@@ -28,6 +31,13 @@ Rules
     originals and the newest `serve_secondary_per_author` replies/retweets are taken
     (excluded ids skipped first); replies among those that break the reply rule are
     then dropped.
+  * Late parents: ingest keys messages by post id, so a parent often lands on another
+    partition and arrives after its reply. Such a reply is stored at once and its create
+    waits in `pending_replies` (by the missing parent or conversation root id, at most
+    `max_pending_replies`); when that post arrives the reply's record is rebuilt with
+    the context and replaced in place, so the reply rule can then admit it.
+  * Creates dated more than `max_future_skew_s` ahead of the clock are refused (they
+    would rank first and pin the freshness metric at 0).
 
 Query: the caps take ~7,000 posts of 1,000 followed authors, and 800 are returned,
 newest first (equal times in candidate order: originals, then replies and retweets, each
@@ -153,6 +163,14 @@ class ThunderStore:
         self.authors: dict[str, AuthorPosts] = {}
         self.newest_created_at = 0.0
         self.ignored_creates = 0  # duplicates, tombstoned, expired, or beyond a cap
+        self.future_refused = 0  # creates dated beyond `max_future_skew_s` from now
+        #: parent (or conversation root) id -> creates of the replies waiting for it.
+        self.pending_replies: dict[str, list[PostCreate]] = {}
+        self._pending_count = 0
+        self.resolved_replies = 0  # replies whose context was filled after they arrived
+        self._max_pending = s.max_pending_replies
+        self._max_future_s = s.max_future_skew_s
+        self._min_video_s = s.min_video_duration_s
         # Read on every insert: plain attributes, not pydantic lookups.
         self._retention_s = s.retention_s
         self._cap_originals = s.max_originals_per_author
@@ -171,6 +189,11 @@ class ThunderStore:
     def author_count(self) -> int:
         return len(self.authors)
 
+    @property
+    def pending_count(self) -> int:
+        """Replies waiting for a parent or conversation root to arrive."""
+        return self._pending_count
+
     def get(self, post_id: str) -> LightPost | None:
         return self.by_id.get(post_id)
 
@@ -182,8 +205,7 @@ class ThunderStore:
     def apply(self, event: ThunderEvent, now: float | None = None) -> bool:
         """Apply one event; False when it changed nothing (duplicate, late, unknown)."""
         if isinstance(event, PostCreate):
-            posts = self.authors.get(event.author_id)
-            return self._insert(self._record(event, posts), now, posts)
+            return self._create(event, now)
         if isinstance(event, PostDelete | QuotedPostDelete):
             return self.delete(event.post_id, deleted_at=event.deleted_at or None)
         raise TypeError(f"not a thunder event: {type(event).__name__}")
@@ -191,15 +213,73 @@ class ThunderStore:
     def apply_many(self, events: Iterable[ThunderEvent]) -> int:
         """Apply a batch (reading the clock once); returns how many changed the store."""
         now = self.clock()
-        get, record, insert, apply = self.authors.get, self._record, self._insert, self.apply
+        create, apply = self._create, self.apply
         changed = 0
         for event in events:
             if type(event) is PostCreate:  # the bulk of a stream: skip the dispatch
-                posts = get(event.author_id)
-                changed += insert(record(event, posts), now, posts)
+                changed += create(event, now)
             else:
                 changed += apply(event, now)
         return changed
+
+    def _create(self, event: PostCreate, now: float | None) -> bool:
+        """Insert a create; a reply whose parent (or conversation root) is not held yet
+        waits for it, and replies waiting for this post get their context now."""
+        posts = self.authors.get(event.author_id)
+        record = self._record(event, posts)
+        if not self._insert(record, now, posts):
+            return False
+        if record.in_reply_to_post_id is not None:
+            self._wait_for_context(event, record)
+        if self.pending_replies and record.post_id in self.pending_replies:
+            self._resolve_waiting(record.post_id)
+        return True
+
+    def _missing_context(self, record: LightPost) -> str | None:
+        """The id of the post a reply still needs (its parent, else its conversation
+        root) to know whom it replies to and whose conversation it is in."""
+        if record.in_reply_to_author_id is not None and record.conversation_author_id:
+            return None
+        parent = record.in_reply_to_post_id
+        if parent is not None and (parent not in self.by_id or record.conversation_id is None):
+            return parent  # absent, or itself waiting to learn its conversation
+        if record.conversation_author_id is None and record.conversation_id is not None:
+            return record.conversation_id if record.conversation_id not in self.by_id else None
+        return None
+
+    def _wait_for_context(self, event: PostCreate, record: LightPost) -> None:
+        missing = self._missing_context(record)
+        if missing is None or not self._max_pending:
+            return
+        self.pending_replies.setdefault(missing, []).append(event)
+        self._pending_count += 1
+        while self._pending_count > self._max_pending:  # drop the longest-waiting parent
+            oldest = next(iter(self.pending_replies))
+            self._pending_count -= len(self.pending_replies.pop(oldest))
+
+    def _resolve_waiting(self, post_id: str) -> None:
+        """Rebuild the records of the replies waiting for `post_id`, in place; a reply
+        that learns its conversation passes it on to the replies waiting for it."""
+        ready = [post_id]
+        while ready:
+            waiting = self.pending_replies.pop(ready.pop(), [])
+            self._pending_count -= len(waiting)
+            for event in waiting:
+                old = self.by_id.get(event.post_id)
+                posts = self.authors.get(event.author_id)
+                if old is None or posts is None:  # deleted, evicted or expired meanwhile
+                    continue
+                new = self._record(event, posts)
+                main, times = posts.main_lists(old)
+                at = _position(main, times, old)
+                if at is None:
+                    continue
+                main[at] = new
+                self.by_id[new.post_id] = new
+                self.resolved_replies += 1
+                self._wait_for_context(event, new)  # e.g. found the parent, not the root
+                if new.conversation_id is not None and new.post_id in self.pending_replies:
+                    ready.append(new.post_id)
 
     def record_for(self, event: PostCreate) -> LightPost:
         """Build the record, filling reply/retweet context from posts already held."""
@@ -214,7 +294,10 @@ class ThunderStore:
             parent = by_id.get(event.in_reply_to_post_id)
             if parent is not None:
                 parent_author = parent_author or parent.author_id
-                conversation = conversation or parent.conversation_id or parent.post_id
+                # A parent that is itself a reply of unknown conversation is not a root.
+                parent_root = parent.conversation_id or (
+                    parent.post_id if parent.in_reply_to_post_id is None else None)
+                conversation = conversation or parent_root
                 if conversation_author is None:
                     conversation_author = (
                         parent.author_id
@@ -228,6 +311,8 @@ class ThunderStore:
             conversation, conversation_author = event.post_id, event.author_id
 
         has_video = event.has_video
+        long_enough = (event.video_duration_s is None
+                       or event.video_duration_s >= self._min_video_s)
         source_author = event.retweet_of_author_id
         if event.retweet_of_post_id is not None:
             source_is_reply = event.source_is_reply
@@ -236,9 +321,11 @@ class ThunderStore:
                 source_author = source_author or source.author_id
                 has_video = has_video or source.has_video
                 source_is_reply = source.in_reply_to_post_id is not None
-            eligible = has_video and source_is_reply is False
+                # The source's own eligibility already judged its video's length.
+                long_enough = long_enough and (source.video_eligible or not source.has_video)
+            eligible = has_video and source_is_reply is False and long_enough
         else:
-            eligible = has_video and event.in_reply_to_post_id is None
+            eligible = has_video and event.in_reply_to_post_id is None and long_enough
         intern = sys.intern
         # A known author's id is already interned (it keys `authors`): no second lookup.
         author = posts.author_id if posts is not None else intern(event.author_id)
@@ -268,9 +355,14 @@ class ThunderStore:
         pid = post.post_id
         created = post.created_at
         by_id = self.by_id
+        if now is None:
+            now = self.clock()
+        if created > now + self._max_future_s:
+            self.future_refused += 1
+            return False
         if (
             pid in self.tombstones
-            or created < (now if now is not None else self.clock()) - self._retention_s
+            or created < now - self._retention_s
             or by_id.setdefault(pid, post) is not post  # a duplicate; else claims the id
         ):
             self.ignored_creates += 1
@@ -363,6 +455,13 @@ class ThunderStore:
         expired = [pid for pid, at in self.tombstones.items() if at < cutoff]
         for pid in expired:
             del self.tombstones[pid]
+        for parent, waiting in list(self.pending_replies.items()):
+            kept = [e for e in waiting if e.created_at >= cutoff and e.post_id in by_id]
+            self._pending_count -= len(waiting) - len(kept)
+            if kept:
+                self.pending_replies[parent] = kept
+            else:
+                del self.pending_replies[parent]
         yield removed
 
     # ---- reads -------------------------------------------------------------------
@@ -439,8 +538,10 @@ class ThunderStore:
             keep[starts[holes[:, 0]] + holes[:, 1]] = False
             kept_after = np.zeros(total + 1, dtype=np.intp)
             kept_after[:total] = np.cumsum(keep[::-1])[::-1]
+            # Only the newest `max_scan_per_author` of each list are looked at.
             picked = np.flatnonzero(
-                keep & (kept_after[:total] - kept_after[ends[segment_of]] <= k_of))
+                keep & (kept_after[:total] - kept_after[ends[segment_of]] <= k_of)
+                & (ends[segment_of] - np.arange(total) <= self.settings.max_scan_per_author))
         else:
             # The newest k of each segment: at most k from its end.
             picked = np.flatnonzero(ends[segment_of] - np.arange(total) <= k_of)
@@ -498,8 +599,9 @@ class ThunderStore:
             seqs = list(map(attrgetter(attr), found))
             stamps = list(map(attrgetter(ts_attr), found))
             if scan_all:
+                scan = s.max_scan_per_author
                 for i, records in enumerate(seqs):
-                    seqs[i] = kept = _newest(records, k, exclude)
+                    seqs[i] = kept = _newest(records[-scan:], k, exclude)
                     stamps[i] = array("d", map(_by_created, kept))
             out.seqs += seqs
             out.stamps += stamps

@@ -1,0 +1,147 @@
+"""Home-timeline benchmark: requests that rank ~1,500 candidates each, at a fixed rate.
+
+    .venv/bin/python bench/feed.py [--rate 200] [--seconds 10] [--viewers 200]
+        [--posts 60000] [--authors 6000] [--following 400] [--dim 384]
+
+One process, one event loop: an in-process thunder store of `--posts` posts, an
+annotation store (SQLite, as `grebe feed-serve` uses by default) holding a label, a
+quality score and a `--dim` embedding per post, the out-of-network ANN index over the
+same embeddings. Viewers follow `--following` random authors and engaged with 5 posts;
+each request asks thunder for up to 1,000 in-network and the index for 500
+out-of-network posts, so ~1,500 candidates are hydrated, filtered, scored and ranked.
+
+Requests arrive open-loop at `--rate` per second (a request's latency includes any
+wait behind earlier ones) for `--seconds`, each from a different viewer in turn.
+Printed: latency p50/p99, CPU time per request (what the code costs, whatever the
+neighbours' load), and the highest rate one core could sustain (1 / CPU per request).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from grebe.feed.home import build_home_pipeline
+from grebe.feed.viewers import MemoryViewerDirectory, Viewer
+from grebe.stores.sqlite import SqliteStore
+from grebe.thunder.events import PostCreate
+from grebe.thunder.settings import ThunderSettings
+from grebe.thunder.store import ThunderStore
+from grebe.types import Annotation
+
+FEED = {"in_network_max": 1000, "out_of_network_max": 500, "min_similarity": 0.0,
+        "max_results": 50, "component_timeout_s": 5.0}
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q / 100))]
+
+
+async def run(args: argparse.Namespace) -> None:
+    rng = np.random.default_rng(3)
+    prng = random.Random(3)
+    now = time.time()
+    settings = ThunderSettings(max_originals_per_author=64, serve_originals_per_author=5,
+                               serve_secondary_per_author=3)
+    thunder = ThunderStore(settings)
+    centres = rng.normal(size=(20, args.dim)).astype(np.float32)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SqliteStore(Path(tmp) / "annotations.db")
+        await store.start()
+        viewers = MemoryViewerDirectory()
+        feed = build_home_pipeline(FEED, store, thunder, None, viewers=viewers, dim=args.dim)
+        t0 = time.perf_counter()
+        batch: list[Annotation] = []
+        for i in range(args.posts):
+            pid = f"p{i}"
+            thunder.apply(PostCreate(post_id=pid, author_id=f"u{prng.randrange(args.authors)}",
+                                     created_at=now - 40 * 3600 * (1 - i / args.posts)))
+            vector = centres[i % 20] + rng.normal(scale=0.8, size=args.dim).astype(np.float32)
+            batch.append(Annotation(post_id=pid, producer="embedding", version="1",
+                                    labels=["safe"], scores={"quality": prng.random()},
+                                    embedding=(vector / np.linalg.norm(vector)).tolist()))
+            if len(batch) == 2000:
+                await feed.annotations.upsert(batch)
+                batch = []
+        if batch:
+            await feed.annotations.upsert(batch)
+        print(f"loaded {args.posts:,} posts in {time.perf_counter() - t0:.0f} s; "
+              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        names = [f"v{n}" for n in range(args.viewers)]
+        for name in names:
+            viewers.viewers[name] = Viewer(
+                user_id=name,
+                following=[f"u{prng.randrange(args.authors)}" for _ in range(args.following)],
+                engaged=[f"p{prng.randrange(args.posts)}" for _ in range(5)])
+        await feed.start()
+
+        latencies: list[float] = []
+        cpu: list[float] = []
+        candidates: list[int] = []
+
+        async def one(name: str, scheduled: float) -> None:
+            c0 = time.thread_time()
+            result = await feed.home(name)
+            cpu.append(time.thread_time() - c0)  # includes interleaved requests' slices
+            latencies.append(time.perf_counter() - scheduled)
+            candidates.append(len(result.retrieved))
+
+        # Steady state: the candidates' features are in memory (every post read once).
+        assert feed.features is not None
+        await feed.features.get_many([f"p{i}" for i in range(args.posts)])
+        for name in names[:5]:  # warm up
+            await feed.home(name)
+        if args.freeze:  # as `grebe thunder serve` does once loaded: GC skips what is held
+            gc.collect()
+            gc.freeze()
+        total = int(args.rate * args.seconds)
+        interval = 1.0 / args.rate
+        start = time.perf_counter()
+        c_start = time.process_time()
+        tasks = []
+        for n in range(total):
+            scheduled = start + n * interval
+            delay = scheduled - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(names[n % len(names)], scheduled)))
+        await asyncio.gather(*tasks)
+        wall = time.perf_counter() - start
+        cpu_per = (time.process_time() - c_start) / total
+        await feed.aclose()
+        await store.stop()
+    print(f"{total} requests at {args.rate}/s offered ({total / wall:.0f}/s achieved), "
+          f"~{statistics.mean(candidates):.0f} candidates each, load average "
+          f"{os.getloadavg()[0]:.1f}")
+    p50, p99 = pct(latencies, 50) * 1e3, pct(latencies, 99) * 1e3
+    print(f"  latency p50 {p50:7.1f} ms   p99 {p99:7.1f} ms")
+    print(f"  CPU per request (process) {cpu_per * 1e3:.1f} ms -> one core sustains "
+          f"~{1 / cpu_per:.0f} requests/s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rate", type=float, default=200)
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--viewers", type=int, default=200)
+    parser.add_argument("--posts", type=int, default=60_000)
+    parser.add_argument("--authors", type=int, default=6_000)
+    parser.add_argument("--following", type=int, default=400)
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--no-freeze", dest="freeze", action="store_false",
+                        help="do not gc.freeze() the loaded state before timing")
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

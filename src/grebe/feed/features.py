@@ -1,0 +1,94 @@
+"""Candidate features (labels, scores, embedding) kept in memory for ranking.
+
+A home request hydrates ~1,500 candidates; one annotation-store read per candidate is
+seconds on SQLite and a network round trip each on Redis or PostgreSQL, far past a
+50 ms budget. Popular posts are candidates of many viewers, so each post's features
+are read once and kept, with the embedding as a float32 array the scorer can stack.
+
+Freshness: writes that go through the feed's `IndexingStore` drop the post's entry at
+once (the next read sees them); writes around it are seen after `ttl_s`. At most
+`size` posts are kept, the oldest read dropped first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from grebe.feed.indexing import embedding_of
+from grebe.feed.pipeline import Patch
+from grebe.stores.base import AnnotationStore
+from grebe.types import Annotation
+
+
+def features_of(annotations: Sequence[Annotation], producer: str | None) -> Patch:
+    """Labels (union), scores (newest wins) and embedding of one post's annotations."""
+    labels: list[str] = []
+    scores: dict[str, float] = {}
+    for annotation in sorted(annotations, key=lambda a: a.updated_at):
+        labels.extend(label for label in annotation.labels if label not in labels)
+        scores.update(annotation.scores)
+    vector = embedding_of(annotations, producer)
+    return {
+        "labels": labels,
+        "scores": scores,
+        "embedding": np.asarray(vector, dtype=np.float32) if vector is not None else None,
+    }
+
+
+class FeatureCache:
+    def __init__(
+        self, store: AnnotationStore, producer: str | None, *, size: int, ttl_s: float,
+        concurrency: int, clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.producer = producer
+        self.size = size
+        self.ttl_s = ttl_s
+        self.clock = clock
+        self._limit = asyncio.Semaphore(concurrency)
+        self._rows: dict[str, tuple[float, Patch]] = {}  # post id -> (read at, features)
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def invalidate(self, post_ids: Iterable[str]) -> None:
+        for post_id in post_ids:
+            self._rows.pop(post_id, None)
+
+    async def _read(self, post_id: str) -> Patch:
+        async with self._limit:
+            annotations = await self.store.get(post_id)
+        features = features_of(annotations, self.producer)
+        if self.size:
+            rows = self._rows
+            rows[post_id] = (self.clock(), features)
+            if len(rows) > self.size:
+                del rows[next(iter(rows))]
+        return features
+
+    async def get_many(self, post_ids: Sequence[str]) -> list[Patch]:
+        """Features of each post, in order; misses read concurrently from the store."""
+        rows, oldest = self._rows, self.clock() - self.ttl_s
+        out: list[Patch | None] = []
+        missing: dict[str, list[int]] = {}
+        for i, post_id in enumerate(post_ids):
+            row = rows.get(post_id)
+            if row is not None and row[0] >= oldest:
+                out.append(row[1])
+            else:
+                out.append(None)
+                missing.setdefault(post_id, []).append(i)
+        self.hits += len(post_ids) - len(missing)
+        self.misses += len(missing)
+        if missing:
+            read = await asyncio.gather(*(self._read(pid) for pid in missing))
+            for slots, features in zip(missing.values(), read, strict=True):
+                for i in slots:
+                    out[i] = features
+        return out  # type: ignore[return-value]
