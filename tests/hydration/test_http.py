@@ -100,3 +100,60 @@ async def test_http_lookup_down_or_broken_is_unavailable(lookup_url):
             await closed.get_users(["a"])
     finally:
         await closed.stop()
+
+
+async def test_lookup_down_pauses_and_retries_then_the_post_is_annotated(tmp_path):
+    """The lookup is down when the id-only message arrives: a system fault, retried
+    without an attempt and never dead-lettered; once the lookup is up, it is annotated."""
+    import asyncio
+    import socket
+
+    from grebe.brokers.factory import local_log
+    from grebe.brokers.local import LocalProducer
+    from grebe.config import load_config
+    from grebe.core.supervisor import Runtime
+    from grebe.stores.sqlite import SqliteStore
+
+    with socket.socket() as probe:  # a port nothing listens on, yet
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = load_config(
+        data_dir=tmp_path, engine={"processes": 0}, metrics={"enabled": False},
+        streams=[{"name": "requests", "eligibilities": ["basic"]}],
+        dispatcher={"backoff_base_s": 0.05, "backoff_max_s": 0.2, "max_attempts": 1},
+        hydration={"backend": "http", "http_url": f"http://127.0.0.1:{port}/v1",
+                   "http_timeout_s": 1},
+    )
+    producer = LocalProducer(local_log(config))
+    await producer.start()
+    await producer.publish_many("posts", [(None, b'{"post": {"id": "p1"}}')])
+    await producer.stop()
+    runtime = Runtime(config)
+    await runtime.start()
+    server = None
+    try:
+        dispatcher = runtime.dispatcher
+        assert dispatcher is not None
+        for _ in range(400):
+            if dispatcher.stats.system_faults >= 2:
+                break
+            await asyncio.sleep(0.05)
+        assert dispatcher.stats.system_faults >= 2 and dispatcher.stats.dead == 0
+        Lookup.requests, Lookup.status = [], 200
+        server = ThreadingHTTPServer(("127.0.0.1", port), Lookup)
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02},
+                         daemon=True).start()
+        await asyncio.wait_for(runtime.wait_caught_up(), timeout=60)
+        assert dispatcher.stats.dead == 0 and dispatcher.stats.done == 1
+    finally:
+        await runtime.stop()
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+    store = SqliteStore(config.sqlite_path)
+    await store.start()
+    try:
+        (annotation,) = await store.get("p1")
+        assert annotation.producer == "basic"
+    finally:
+        await store.stop()
