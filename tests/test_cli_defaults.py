@@ -12,16 +12,24 @@ from grebe.cli import app
 
 @pytest.mark.slow
 def test_no_config_ingest_then_run_annotates_with_the_default_flows(tmp_path, monkeypatch):
-    # Its own handler on the start-log's logger, enabled: tests run before this one in
-    # the same process reconfigure logging (grebe analyze sets the grebe logger to ERROR).
+    # Its own handler on the start-log's logger, set with setLevel (which also clears the
+    # logger's isEnabledFor cache): tests run before this one in the same process leave
+    # logging configured otherwise (grebe analyze sets the grebe logger to ERROR).
     lines: list[str] = []
     handler = logging.Handler(logging.INFO)
     handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
     coverage_log = logging.getLogger("grebe.core.coverage")
-    monkeypatch.setattr(coverage_log, "level", logging.INFO)
-    monkeypatch.setattr(coverage_log, "disabled", False)  # a dictConfig elsewhere may have
-    monkeypatch.setattr(logging.root.manager, "disable", logging.NOTSET)
-    monkeypatch.setattr(coverage_log, "handlers", [handler])
+    level = coverage_log.level
+    coverage_log.setLevel(logging.INFO)
+    coverage_log.addHandler(handler)
+    try:
+        _ingest_and_run(tmp_path, monkeypatch, lines)
+    finally:
+        coverage_log.removeHandler(handler)
+        coverage_log.setLevel(level)
+
+
+def _ingest_and_run(tmp_path, monkeypatch, lines):
     monkeypatch.delenv(C.CONFIG_ENV_VAR, raising=False)
     monkeypatch.setenv("GREBE_DATA_DIR", str(tmp_path / "var"))
     monkeypatch.setenv("GREBE_METRICS__ENABLED", "false")
