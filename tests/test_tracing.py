@@ -82,8 +82,9 @@ def test_tracing_off_wraps_nothing():
 
     config = load_config(plans={"factory": "grebe.flows.basic:build_bundle"})
     bundle = build_bundle(config)
-    assert bundle.master_factory is None
-    assert type(bundle.master()).__name__ == "PlanMaster"
+    master = bundle.master()  # hydration sits in front of the plain PlanMaster
+    assert type(master).__name__ == "HydratingMaster"
+    assert type(master.inner).__name__ == "PlanMaster"
 
 
 class _Receiver(BaseHTTPRequestHandler):

@@ -60,6 +60,22 @@ def _core_config(path: Path | None, **overrides: object):  # -> GrebeConfig
         raise typer.Exit(2) from exc
 
 
+def _pipeline_config(path: Path | None):  # -> GrebeConfig
+    """`grebe run` and `grebe serve`: with no config file (no -c, no $GREBE_CONFIG) they
+    run the packaged defaults (src/grebe/data/default.yaml: the sixteen streams and the
+    real flows), not the programmatic no-op default, so ingesting posts and running
+    annotates them. The start log says which streams run which plans."""
+    import os
+    from importlib import resources
+
+    from grebe import constants as C
+
+    if path is None and not os.environ.get(C.CONFIG_ENV_VAR):
+        path = Path(str(resources.files("grebe") / C.PACKAGED_DEFAULT_CONFIG))
+        console.print(f"no config file: running the defaults of {path}", style="dim")
+    return _core_config(path)
+
+
 def _core_logging(verbose: bool = False, level: int | None = None) -> None:
     import logging
 
@@ -88,7 +104,7 @@ def run(
     Exit codes: 0 drained, 1 failed, 3 drain window ran out (the rest is redelivered)."""
     from grebe.core.supervisor import run as run_supervisor
 
-    settings = _core_config(config)
+    settings = _pipeline_config(config)
     _core_logging(verbose)
     raise typer.Exit(run_supervisor(settings, exit_when_done=exit_when_done))
 
@@ -667,7 +683,7 @@ def api_serve(
     Exit codes: 0 drained, 1 failed, 3 drain window ran out (the rest is redelivered)."""
     from grebe.api.server import run as run_api
 
-    settings = _core_config(config)
+    settings = _pipeline_config(config)
     chosen = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
     if chosen:
         settings.api = settings.api.model_copy(update=chosen)

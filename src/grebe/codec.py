@@ -16,6 +16,7 @@ from grebe import constants as C
 from grebe.errors import DecodeError
 from grebe.types import Annotation, DeadLetter, Envelope, Post, TaskPayload, TaskResult
 
+NEEDS_POST_OR_USER = "a message needs a post with an id, or a user"
 _encoder = msgspec.json.Encoder()
 _envelope_decoder = msgspec.json.Decoder(Envelope)
 _post_decoder = msgspec.json.Decoder(Post)
@@ -52,26 +53,54 @@ def decode_envelope(raw: bytes | None, max_bytes: int = C.MAX_MESSAGE_BYTES) -> 
         raise DecodeError("malformed: nested too deep") from exc
     except (UnicodeError, ValueError, TypeError, OverflowError) as exc:
         raise DecodeError(f"malformed: {type(exc).__name__}: {exc}") from exc
+    if not envelope.post.id and envelope.user is None:  # a bare Post with an empty id
+        raise DecodeError(f"schema: {NEEDS_POST_OR_USER}")
+    _check_quote_depth(envelope)
     if envelope.context is not None and envelope.context.extra:
         check_free_form(envelope.context.extra, "context.extra")
     return envelope
 
 
+def _check_quote_depth(envelope: Envelope, limit: int = C.MAX_QUOTE_DEPTH) -> None:
+    """A quoted post may quote another, but not without end: a chain deeper than
+    `limit` is refused here, not by a recursion limit in the engine IPC encoder."""
+    posts = [envelope.post]
+    if envelope.context is not None:
+        posts += [p for p in (envelope.context.parent, envelope.context.root) if p is not None]
+        posts += envelope.context.recent_posts
+    for post in posts:
+        depth, quoted = 0, post.quoted_post
+        while quoted is not None:
+            depth += 1
+            if depth > limit:
+                raise DecodeError(f"schema: quoted posts nested deeper than {limit}")
+            quoted = quoted.quoted_post
+
+
 def _decode_either_shape(raw: bytes) -> Envelope:
-    wrapped = b'"post"' in raw
+    first, second = (_as_envelope, _as_post) if b'"post"' in raw else (_as_post, _as_envelope)
     try:
-        if wrapped:
-            return _envelope_decoder.decode(raw)
-        return Envelope(post=_post_decoder.decode(raw))
+        return first(raw)
     except msgspec.ValidationError as likely_error:
         try:
-            if wrapped:
-                return Envelope(post=_post_decoder.decode(raw))
-            return _envelope_decoder.decode(raw)
+            return second(raw)
         except msgspec.DecodeError:
             raise DecodeError(f"schema: {likely_error}") from likely_error
     except msgspec.DecodeError as exc:
         raise DecodeError(f"malformed: {exc}") from exc
+
+
+def _as_post(raw: bytes) -> Envelope:
+    return Envelope(post=_post_decoder.decode(raw))
+
+
+def _as_envelope(raw: bytes) -> Envelope:
+    """An Envelope; one with neither a post nor a user (every field has a default, so
+    any JSON object decodes) is not one: the other shape, or the error, is meant."""
+    envelope = _envelope_decoder.decode(raw)
+    if not envelope.post.id and envelope.user is None:
+        raise msgspec.ValidationError(NEEDS_POST_OR_USER)
+    return envelope
 
 
 def check_free_form(

@@ -148,6 +148,36 @@ class StoreConfig(Section):
     redis_prefix: str | None = None
 
 
+class HydrationConfig(Section):
+    """Hydration by id (docs/hydration.md): before plans run, fill what a message lacks
+    (the post of an id-only message, its author, parent, root, the author's recent posts)
+    from a post table that every stream fills as posts pass, or from an HTTP lookup."""
+
+    enabled: bool = True
+    backend: Literal["sqlite", "postgres", "http"] = "sqlite"
+    sqlite_path: Path | None = None  # default: <data_dir>/posts.db
+    postgres_dsn: str = "postgresql://grebe:grebe@127.0.0.1:5432/grebe"
+    postgres_table_prefix: str = Field(
+        default=C.DEFAULT_POSTGRES_POST_TABLE_PREFIX, pattern=r"^[a-z_][a-z0-9_]*$")
+    http_url: str | None = None  # backend http: the lookup service (docs/hydration.md)
+    http_timeout_s: float = Field(default=C.DEFAULT_HYDRATION_HTTP_TIMEOUT_S, gt=0)
+    # Record every post (and user) that passes into the table; the http backend is
+    # read-only, so there it must stay off.
+    record: bool = True
+    recent_posts: int = Field(default=C.DEFAULT_HYDRATION_RECENT_POSTS, ge=0)  # 0: none
+    cache_ttl_s: float = Field(default=C.DEFAULT_HYDRATION_CACHE_TTL_S, gt=0)
+    cache_maxsize: int = Field(default=C.DEFAULT_HYDRATION_CACHE_MAXSIZE, ge=1)
+    user_miss_ttl_s: float = Field(default=C.DEFAULT_HYDRATION_MISS_TTL_S, ge=0)  # 0: no
+
+    @model_validator(mode="after")
+    def _http_needs_url(self) -> HydrationConfig:
+        if self.backend == "http" and not self.http_url:
+            raise ValueError("hydration.backend http needs hydration.http_url")
+        if self.backend == "http" and self.record and "record" in self.model_fields_set:
+            raise ValueError("hydration.record: the http backend is read-only")
+        return self
+
+
 class OutputConfig(Section):
     """Where results are published besides the annotation store."""
 
@@ -215,6 +245,7 @@ class GrebeConfig(BaseSettings):
     redis: RedisConfig = RedisConfig()
     store: StoreConfig = StoreConfig()
     output: OutputConfig = OutputConfig()
+    hydration: HydrationConfig = HydrationConfig()
     rate_limits: RateLimitConfig = RateLimitConfig()
     metrics: MetricsConfig = MetricsConfig()
     tracing: TracingConfig = TracingConfig()
@@ -237,6 +268,10 @@ class GrebeConfig(BaseSettings):
     @property
     def log_path(self) -> Path:
         return self.local.path or self.data_dir / C.DEFAULT_LOG_DB
+
+    @property
+    def post_table_path(self) -> Path:
+        return self.hydration.sqlite_path or self.data_dir / C.DEFAULT_POST_TABLE_DB
 
     @property
     def sqlite_path(self) -> Path:

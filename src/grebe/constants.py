@@ -27,6 +27,7 @@ DEFAULT_OTLP_ENDPOINT = "http://127.0.0.1:4318/v1/traces"  # OTLP over HTTP, a l
 MAX_MESSAGE_BYTES = 1 << 20  # one post with its context; media travel as URLs
 MAX_FREE_FORM_DEPTH = 32  # nesting of a producer's free-form `context.extra`
 MAX_FREE_FORM_ITEMS = 10_000  # values in it
+MAX_QUOTE_DEPTH = 3  # a quoted post quoting a quoted post...: deeper is refused
 DEFAULT_BACKOFF_BASE_S = 0.2
 DEFAULT_BACKOFF_MAX_S = 30.0
 DEFAULT_POLL_BATCH = 512
@@ -63,8 +64,25 @@ DLQ_REPLAY_GROUP = "grebe-dlq-replay"
 
 # Plans bundled with grebe.
 DEFAULT_PLANS_FACTORY = "grebe.flows.basic:build_bundle"
+PACKAGED_DEFAULT_CONFIG = "data/default.yaml"  # `grebe run`/`serve` with no config file
+FLOWS_PLANS_FACTORY = "grebe.flows.registry:build_bundle"  # every product flow
 NOOP_ELIGIBILITY = "noop"
 BASIC_ELIGIBILITY = "basic"
+
+# Hydration by id (grebe.hydration, docs/hydration.md).
+DEFAULT_POST_TABLE_DB = "posts.db"  # the embedded post table, beside annotations.db
+# The author's latest posts put in the context; 0 (off) until a flow reads them: the
+# lookup costs ~15 us of CPU per post on the no-op runtime bench (docs/hydration.md).
+DEFAULT_HYDRATION_RECENT_POSTS = 0
+DEFAULT_HYDRATION_CACHE_TTL_S = 60.0
+DEFAULT_HYDRATION_MISS_TTL_S = 30.0  # a user not found is not looked up again for this long
+DEFAULT_HYDRATION_CACHE_MAXSIZE = 50_000
+DEFAULT_HYDRATION_HTTP_TIMEOUT_S = 2.0
+DEFAULT_POSTGRES_POST_TABLE_PREFIX = "grebe"  # tables <prefix>_posts, <prefix>_users
+HYDRATION_SQL_CHUNK = 500  # ids per IN (...) query
+HYDRATION_REASON_KEY = "hydration"  # TaskResult.reasons key of a hydration skip
+HYDRATION_NOT_FOUND = "not_found"  # the post a message names is in no table
+HYDRATION_NO_POST = "no_post"  # a user-only payload: plans that need a post skip
 
 # Engine processes.
 ENGINE_IPC_BATCH = 256  # payloads per IPC frame

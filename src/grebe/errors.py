@@ -97,6 +97,16 @@ class ServingError(GrebeError):
     """A serving call failed: thunder unavailable, overloaded, or refused the request."""
 
 
+class HydrationError(GrebeError):
+    """Hydration by id (grebe.hydration) failed."""
+
+
+class HydrationUnavailableError(HydrationError, SystemFault):
+    """The post/user lookup is down (database unreachable, HTTP lookup failing, a bad
+    answer from it): the system's fault, not the post's. Intake pauses and the post is
+    retried; it is never dead-lettered for it."""
+
+
 # errno values that mean the machine, not the input, is at fault.
 _SYSTEM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.ENOMEM})
 # sqlite3.OperationalError texts of a full disk, a locked or unreadable database.

@@ -48,9 +48,23 @@ class Media(msgspec.Struct, frozen=True, kw_only=True):
     view_count: Int64 = 0
 
 
+class Card(msgspec.Struct, frozen=True, kw_only=True):
+    """A link preview attached to a post (what the reader sees of a URL)."""
+
+    url: str
+    title: str = ""
+    description: str = ""
+
+
 class Post(msgspec.Struct, frozen=True, kw_only=True):
+    """A post. Only `id` is required: a message carrying just ids (`{"post": {"id": "1"}}`,
+    or a reply without its parent) is filled in by hydration (`grebe.hydration`) before
+    plans run. Every field added since the first version is optional with a default, so
+    every message an earlier version wrote still decodes (tests/test_schema_evolution.py).
+    """
+
     id: str
-    author_id: str
+    author_id: str = ""  # empty: not known yet (an id-only message, until hydrated)
     text: str = ""
     lang: str | None = None
     created_at: float = 0.0  # epoch seconds
@@ -63,6 +77,27 @@ class Post(msgspec.Struct, frozen=True, kw_only=True):
     reply_count: Int64 = 0
     repost_count: Int64 = 0
     view_count: Int64 = 0
+    quote_count: Int64 = 0
+    bookmark_count: Int64 = 0
+    quoted_post: Post | None = None  # the post quoted (quote_of_post_id), when known
+    ancestor_ids: tuple[str, ...] = ()  # the thread above a reply: root first, parent last
+    urls: tuple[str, ...] = ()  # expanded links in the text
+    cards: tuple[Card, ...] = ()
+    safety_labels: tuple[str, ...] = ()  # labels the platform already applied
+
+    @property
+    def is_stub(self) -> bool:
+        """Only ids are known (no author): hydration must load the rest."""
+        return not self.author_id
+
+    @property
+    def root_post_id(self) -> str | None:
+        """The thread's first post: the conversation id, else the first ancestor."""
+        if self.conversation_id and self.conversation_id != self.id:
+            return self.conversation_id
+        if self.ancestor_ids and self.ancestor_ids[0] != self.id:
+            return self.ancestor_ids[0]
+        return None
 
     @property
     def is_reply(self) -> bool:
@@ -92,23 +127,59 @@ class User(msgspec.Struct, frozen=True, kw_only=True):
     following_count: Int64 = 0
     verified: bool = False
     created_at: float = 0.0
+    protected: bool = False  # posts visible to followers only
+    name: str = ""
+    bio: str = ""
+    country: str | None = None  # ISO 3166-1 alpha-2
+    language: str | None = None  # ISO 639-1, the account's language
+    # Named risk signals in [0, 1] the platform knows of the account (new account,
+    # prior enforcement, ...): what Grox's filters and prompts read beside the post.
+    risk_signals: dict[str, float] = {}
 
 
 class UserContext(msgspec.Struct, frozen=True, kw_only=True):
     """What a plan may need beyond the post itself: the author, the post replied to
-    (reply ranking scores a reply against it) and free-form extras from the producer."""
+    (reply ranking scores a reply against it), the thread's root, their authors, the
+    author's recent posts, and free-form extras from the producer. A producer may send
+    any of it; hydration fills what is missing."""
 
     author: User | None = None
     parent: Post | None = None
+    root: Post | None = None
+    parent_author: User | None = None
+    root_author: User | None = None
+    # Follower counts of the parent's and root's authors, when the producer sends only
+    # the counts (Grox's reply filters read them); else taken from the authors above.
+    parent_author_followers: Int64 | None = None
+    root_author_followers: Int64 | None = None
+    recent_posts: tuple[Post, ...] = ()  # the author's latest posts, newest first
     extra: dict[str, Any] = {}
+
+    @property
+    def parent_followers(self) -> int | None:
+        if self.parent_author_followers is not None:
+            return self.parent_author_followers
+        return self.parent_author.follower_count if self.parent_author else None
+
+    @property
+    def root_followers(self) -> int | None:
+        if self.root_author_followers is not None:
+            return self.root_author_followers
+        return self.root_author.follower_count if self.root_author else None
+
+
+#: The post of a user-only payload (Grox has payloads about an account, not a post):
+#: it has no id, and plans that need a post skip it (reason `no_post`).
+NO_POST = Post(id="")
 
 
 class Envelope(msgspec.Struct, frozen=True, kw_only=True):
-    """What a stream message holds: a post and, optionally, its author and context.
+    """What a stream message holds: a post and, optionally, its author and context; or
+    only a user (then `post` is NO_POST).
 
     `grebe.codec.decode_envelope` also accepts a bare Post object."""
 
-    post: Post
+    post: Post = NO_POST
     user: User | None = None
     context: UserContext | None = None
 
@@ -125,6 +196,11 @@ class TaskPayload(msgspec.Struct, frozen=True, kw_only=True):
     deadline: float | None = None  # epoch seconds; past it, plans skip
     source: str = ""
     enqueued_at: float = msgspec.field(default_factory=time.time)
+
+    @property
+    def has_post(self) -> bool:
+        """False for a user-only payload."""
+        return bool(self.post.id)
 
     def expired(self, now: float | None = None) -> bool:
         return self.deadline is not None and (now or time.time()) > self.deadline

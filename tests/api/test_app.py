@@ -51,7 +51,7 @@ async def test_submitted_posts_are_annotated_and_served(api):
 
 
 @pytest.mark.parametrize(("body", "needle"), [
-    (b'{"id": "x"}', "author_id"),  # a Post without its author
+    (b'{"author_id": "x"}', "`id`"),  # a Post without its id (an id-only one is fine)
     (b'{"post": {"id": 5, "author_id": "a"}}', "str"),
     (b"[]", "no posts"),
     (b"", "empty body"),
@@ -69,7 +69,7 @@ async def test_bad_input_is_refused_with_the_reason(api, body, needle):
 async def test_one_bad_item_refuses_the_whole_array(api):
     service, client = api
     response = await client.post("/v1/posts", content=json.dumps(
-        [post(0), {"post": {"id": "p1"}}, post(2), "nonsense"]))
+        [post(0), {"post": {"author_id": "a"}}, post(2), "nonsense"]))
     assert response.status_code == 422
     problems = response.json()["problems"]
     assert [p["index"] for p in problems] == [1, 3]
@@ -168,7 +168,9 @@ async def test_health_and_readiness_follow_the_drain(api):
 async def test_analyze_refuses_bad_input_before_loading_models(api):
     service, client = api
     for body, status, needle in ((b"{", 400, "malformed"), (b"[]", 422, "not an array"),
-                                 (b'{"post": {"text": "hi"}}', 422, "id")):
+                                 (b'{"post": {"text": "hi"}}', 422, "id"),
+                                 (b'{"post": {"id": "1"}}', 422, "only ids"),
+                                 (b'{"user": {"id": "u"}}', 422, "only ids")):
         response = await client.post("/v1/analyze", content=body)
         assert response.status_code == status
         assert needle in json.dumps(response.json())

@@ -88,6 +88,6 @@ def test_build_bundle_constructs_without_starting(tmp_path) -> None:
     assert [p.name for p in bundle.plans] == ["spam_comment", "mm_emb_v4"]
     assert bundle.services.plan_versions["mm_emb_v4"] == "4"
     names = [type(c).__name__ for c in bundle.components]
-    assert names[0] == "SqliteStore" and names[-1] == "PipelineHydrator"
+    assert names[0] == "SqliteStore" and names[-2:] == ["PipelineHydrator", "CachedLoader"]
     assert "MiniLMEmbedder" in names and "SpamHeadService" in names
     assert not (tmp_path / "annotations.db").exists()  # nothing opened before start()

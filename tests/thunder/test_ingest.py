@@ -42,15 +42,19 @@ async def test_applies_then_acks_and_dead_letters_bad_messages() -> None:
     source.put(b"{not json")
     source.put(b'{"type": "post_delete"}')  # missing post_id
     source.put(encode_event(PostDelete(post_id="p0")))
+    source.put(b'{"post": {"id": "p1"}}')  # only ids: stored already or not, never blanked
+    source.put(b'{"user": {"id": "u"}}')  # only a user: nothing to store
     await ingest.start()
     try:
         await ingest.wait_ready(timeout_s=5)
-        await source.wait_acked(9)
+        await source.wait_acked(11)
     finally:
         await ingest.stop()
     assert len(store) == 5 and "p0" not in store
+    stored = store.get("p1")
+    assert stored is not None and stored.author_id == "a"
     outcomes = [a.outcome for a in source.acks]
-    assert outcomes.count(Outcome.DEAD) == 2 and outcomes.count(Outcome.DONE) == 7
+    assert outcomes.count(Outcome.DEAD) == 2 and outcomes.count(Outcome.DONE) == 9
     assert len(source.dead_letters) == 2
     dead = codec.decode_dead_letter(source.dead_letters[0])
     assert dead.original == b"{not json" and "malformed" in dead.reason

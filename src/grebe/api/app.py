@@ -144,6 +144,9 @@ def build_app(service: ApiService) -> Starlette:
             envelope = decode_envelope(body)
         except DecodeError as exc:
             return error(422, "invalid post", reason=str(exc))
+        if envelope.post.is_stub:  # only the pipeline hydrates by id (docs/hydration.md)
+            return error(422, "invalid post", reason="analyze needs the post itself "
+                         "(author_id and text); send only ids to POST /v1/posts")
         began = time.perf_counter()
         try:
             result = await service.analysis.analyze(envelope)

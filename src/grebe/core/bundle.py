@@ -106,4 +106,6 @@ def build_bundle(config: GrebeConfig) -> PlanBundle:
         from grebe.tracing import instrument
 
         instrument(bundle, config.tracing)
-    return bundle
+    from grebe.hydration.factory import attach
+
+    return attach(bundle, config)  # hydration by id, in front of whichever master

@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from grebe import constants as C
 from grebe.config import GrebeConfig, StreamConfig
 from grebe.core.bundle import PlanBundle, build_bundle
+from grebe.core.coverage import verify as verify_coverage
 from grebe.core.dispatcher import Dispatcher, Stream
 from grebe.core.engine import ProcessExecutor, tune_gc
 from grebe.core.executor import Executor, InlineExecutor
@@ -64,6 +65,7 @@ class Runtime:
 
     async def start(self) -> None:
         config = self.config
+        verify_coverage(config)  # before any source opens: a config that does nothing fails
         try:
             for stream in config.streams:
                 source = self._build_source(stream)

@@ -36,7 +36,7 @@ PLANS: tuple[Plan, ...] = (
     multimodal.FOR_REPLY_PLAN,
     multimodal.V4_PLAN,
 )
-FACTORY = "grebe.flows.registry:build_bundle"
+FACTORY = C.FLOWS_PLANS_FACTORY
 
 
 def enabled_plans(settings: FlowSettings) -> list[Plan]:

@@ -94,8 +94,10 @@ def encode_event(event: ThunderEvent) -> bytes:
     return codec.encode(event)
 
 
-def decode_event(raw: bytes) -> ThunderEvent:
+def decode_event(raw: bytes) -> ThunderEvent | None:
     """A tagged thunder event, else an Envelope/Post from the posts stream (as a create).
+    None: a valid message with no post to store (only ids, or only a user: the engine
+    hydrates those, thunder has nothing to add), acked and skipped.
 
     Raises DecodeError with a reason fit for a dead letter."""
     try:
@@ -105,8 +107,9 @@ def decode_event(raw: bytes) -> ThunderEvent:
     except msgspec.DecodeError as exc:
         raise DecodeError(f"malformed: {exc}") from exc
     try:
-        return PostCreate.from_post(codec.decode_envelope(raw).post)
+        post = codec.decode_envelope(raw).post
     except DecodeError:
         if b'"type"' in raw:  # it meant to be a thunder event: report that shape
             raise DecodeError(f"schema: {event_error}") from event_error
         raise
+    return None if post.is_stub else PostCreate.from_post(post)

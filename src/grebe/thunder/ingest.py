@@ -228,7 +228,8 @@ class ThunderIngest:
             except DecodeError as exc:
                 outcomes.append((message, Outcome.DEAD, str(exc)))
                 continue
-            self._apply(event, now)
+            if event is not None:  # None: only ids, nothing to store
+                self._apply(event, now)
             outcomes.append((message, Outcome.DONE, None))
         if messages:
             self._last_message_ts = messages[-1].timestamp

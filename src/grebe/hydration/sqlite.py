@@ -1,0 +1,126 @@
+"""The embedded post table: SQLite beside the annotation store (`<data_dir>/posts.db`).
+
+Every engine process opens it; WAL lets them read while one writes, and writes go
+through a GroupWriter so many concurrent posts cost one transaction. Rows hold the
+post (or user) as msgspec JSON, so a field added to types.py needs no migration.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+
+from grebe import constants as C
+from grebe.errors import HydrationUnavailableError
+from grebe.sqlitedb import GroupWriter, SqliteDB, write_txn
+from grebe.types import Post, User
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS posts (
+    id TEXT PRIMARY KEY, author_id TEXT NOT NULL, created_at REAL NOT NULL, body BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS posts_by_author ON posts (author_id, created_at);
+CREATE TABLE IF NOT EXISTS users (id TEXT PRIMARY KEY, body BLOB NOT NULL);
+"""
+_UPSERT_POST = (
+    "INSERT INTO posts (id, author_id, created_at, body) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (id) DO UPDATE SET author_id = excluded.author_id, "
+    "created_at = excluded.created_at, body = excluded.body"
+)
+_UPSERT_USER = (
+    "INSERT INTO users (id, body) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET body = excluded.body"
+)
+_ERRORS = (sqlite3.Error, OSError, RuntimeError)  # RuntimeError: used before start()
+
+_post_decoder = msgspec.json.Decoder(Post)
+_user_decoder = msgspec.json.Decoder(User)
+_encode = msgspec.json.Encoder().encode
+
+Rows = tuple[list[tuple[str, str, float, bytes]], list[tuple[str, bytes]]]
+
+
+def _create(conn: sqlite3.Connection) -> None:
+    conn.executescript(_SCHEMA)
+
+
+class SqlitePostTable:
+    """PostTable on one SQLite file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._db = SqliteDB(path, name="post-table")
+        self._writer: GroupWriter[Rows] = GroupWriter(self._flush)
+
+    async def start(self) -> None:
+        try:
+            await self._db.open(_create)
+        except _ERRORS as exc:
+            raise HydrationUnavailableError(f"post table {self.path}: {exc}") from exc
+
+    async def stop(self) -> None:
+        await self._writer.close()
+        await self._db.close()
+
+    async def record(self, posts: Sequence[Post], users: Sequence[User]) -> None:
+        rows: Rows = (
+            [(p.id, p.author_id, p.created_at, _encode(p)) for p in posts],
+            [(u.id, _encode(u)) for u in users],
+        )
+        try:
+            await self._writer.submit([rows])
+        except _ERRORS as exc:
+            raise HydrationUnavailableError(f"post table {self.path}: {exc}") from exc
+
+    async def _flush(self, batches: list[Rows]) -> None:
+        posts = [row for batch in batches for row in batch[0]]
+        users = [row for batch in batches for row in batch[1]]
+
+        def write(conn: sqlite3.Connection) -> None:
+            with write_txn(conn):
+                conn.executemany(_UPSERT_POST, posts)
+                conn.executemany(_UPSERT_USER, users)
+
+        await self._db.run(write)
+
+    async def get_posts(self, ids: Sequence[str]) -> dict[str, Post]:
+        rows = await self._select("SELECT body FROM posts WHERE id IN ({})", ids)
+        return {post.id: post for post in (_post_decoder.decode(r) for r in rows)}
+
+    async def get_users(self, ids: Sequence[str]) -> dict[str, User]:
+        rows = await self._select("SELECT body FROM users WHERE id IN ({})", ids)
+        return {user.id: user for user in (_user_decoder.decode(r) for r in rows)}
+
+    async def recent_posts(self, author_id: str, n: int) -> list[Post]:
+        def read(conn: sqlite3.Connection) -> list[bytes]:
+            cursor = conn.execute(
+                "SELECT body FROM posts WHERE author_id = ? ORDER BY created_at DESC LIMIT ?",
+                (author_id, n),
+            )
+            return [row[0] for row in cursor]
+
+        try:
+            rows = await self._db.run(read)
+        except _ERRORS as exc:
+            raise HydrationUnavailableError(f"post table {self.path}: {exc}") from exc
+        return [_post_decoder.decode(r) for r in rows]
+
+    async def _select(self, sql: str, ids: Sequence[str]) -> list[bytes]:
+        unique = list(dict.fromkeys(ids))
+
+        def read(conn: sqlite3.Connection) -> list[bytes]:
+            found: list[bytes] = []
+            for i in range(0, len(unique), C.HYDRATION_SQL_CHUNK):
+                chunk = unique[i : i + C.HYDRATION_SQL_CHUNK]
+                query = sql.format(", ".join("?" * len(chunk)))
+                found.extend(row[0] for row in conn.execute(query, chunk))
+            return found
+
+        if not unique:
+            return []
+        try:
+            return await self._db.run(read)
+        except _ERRORS as exc:
+            raise HydrationUnavailableError(f"post table {self.path}: {exc}") from exc
