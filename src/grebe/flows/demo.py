@@ -66,6 +66,9 @@ class TimedPlan:
         self._plan, self._recorder = plan, recorder
         self.name, self.eligibility, self.version = plan.name, plan.eligibility, plan.version
 
+    def apply_default_timeout(self, task_timeout_s: float) -> None:
+        self._plan.apply_default_timeout(task_timeout_s)
+
     async def run(self, payload: TaskPayload, **kwargs: Any) -> PlanResult:
         result = await self._plan.run(payload, **kwargs)
         self._recorder.add(result)
