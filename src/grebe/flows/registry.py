@@ -15,6 +15,7 @@ from grebe.core.bundle import PlanBundle
 from grebe.core.memo import SharedCache
 from grebe.core.plan import Plan
 from grebe.flows import banger, embeddings, multimodal, ptos, replies, safety, spam
+from grebe.flows.enforcement import EnforcementHistory
 from grebe.flows.llm import PromptBook
 from grebe.flows.services import FlowServices, PlanLimiter, RecentKeys
 from grebe.flows.settings import FlowSettings
@@ -50,6 +51,7 @@ def assemble(
 ) -> FlowServices:
     """FlowServices from already-built parts (the bundle, `grebe analyze` and tests)."""
     memory = settings.author_memory
+    history = settings.plan(ptos.PLAN.name).enforcement_history
     return FlowServices(
         settings=settings,
         embedder=models.embedder,
@@ -71,6 +73,8 @@ def assemble(
             (settings.plan(p.name).dedupe_ttl_s for p in PLANS), default=1.0) or 1.0),
         plan_versions={plan.name: plan.version for plan in PLANS},
         heads=getattr(models, "heads", None),
+        enforcement=EnforcementHistory(authors=history.authors,
+                                       entries_per_author=history.entries_per_author),
     )
 
 

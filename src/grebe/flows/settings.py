@@ -74,6 +74,7 @@ class SafetySettings(PlanSettings):
 class PolicyRule(_Section):
     min_score: float = Field(ge=0, le=1)
     action: str
+    subtype: str | None = None  # None: any subtype without rules of its own
 
 
 def _default_policies() -> dict[str, list[PolicyRule]]:
@@ -84,6 +85,10 @@ def _default_policies() -> dict[str, list[PolicyRule]]:
         "sexual": [(0.9, "sensitive_media"), (0.0, "label")],
         "violence": [(0.9, "remove"), (0.0, "label")],
         "self_harm": [(0.0, "show_resources")],
+        "child_safety": [(0.0, "remove_and_report")],
+        "violent_extremism": [(0.0, "remove")],
+        "civic_integrity": [(0.0, "label")],
+        "illegal_goods": [(0.0, "remove")],
     }
     return {c: [PolicyRule(min_score=s, action=a) for s, a in rules] for c, rules in table.items()}
 
@@ -95,7 +100,44 @@ def _default_lexicons() -> dict[str, list[str]]:
         "self_harm": ["kill myself", "suicide", "self harm", "self-harm", "cut myself",
                       "end my life", "want to die"],
         "targeting": ["you", "your", "you're", "u ", "ur "],
+        # Two lists per category without labelled data (grebe.flows.ptos_depth).
+        "minor": ["child", "kid", "kids", "minor", "underage", "preteen", "schoolgirl",
+                  "schoolboy", "12yo", "13yo", "14yo", "15yo"],
+        "extremist": ["isis", "daesh", "al-qaeda", "jihad", "caliphate", "neo-nazi"],
+        "extremist_support": ["join us", "join the", "martyr", "pledge allegiance",
+                              "attack on", "support the"],
+        "civic_process": ["vote", "voting", "ballot", "polls", "election day", "polling station"],
+        "civic_claim": ["by text", "by sms", "polls are closed", "polls closed",
+                        "election is cancelled", "vote tomorrow instead", "no id needed"],
+        "regulated_goods": ["cocaine", "heroin", "meth", "fentanyl", "mdma", "ghost gun",
+                            "unregistered gun", "fake passport", "fake id", "oxycodone"],
+        "sale_offer": ["for sale", "dm to order", "dm me to buy", "buy now", "shipping",
+                       "price", "order now", "in stock"],
     }
+
+
+def _default_subtypes() -> dict[str, dict[str, list[str]]]:
+    return {
+        "illegal_goods": {"drugs": ["cocaine", "heroin", "meth", "fentanyl", "mdma",
+                                    "oxycodone"],
+                          "weapons": ["ghost gun", "unregistered gun"],
+                          "documents": ["fake passport", "fake id"]},
+        "sexual": {"solicitation": ["onlyfans", "sex video"]},
+        "violence": {"threat": ["kill you", "beat you up"]},
+        "civic_integrity": {"voting_procedure": ["by text", "by sms", "no id needed"],
+                            "election_date": ["polls are closed", "polls closed",
+                                              "election is cancelled", "vote tomorrow instead"]},
+    }
+
+
+class EnforcementHistorySettings(_Section):
+    """Per-author memory of past enforcement: a repeat offender gets the category's
+    strictest action. Bounded (authors x entries) so it never grows with the stream."""
+
+    escalate_after: int = Field(default=3, ge=1)  # prior actions in the window, same category
+    window_s: float = Field(default=30 * 24 * 3600.0, gt=0)
+    authors: int = Field(default=100_000, ge=1)
+    entries_per_author: int = Field(default=32, ge=1)
 
 
 class PtosSettings(PlanSettings):
@@ -105,11 +147,20 @@ class PtosSettings(PlanSettings):
         default_factory=lambda: {
             "spam": 0.8, "hate": 0.5, "harassment": 0.6,
             "sexual": 0.7, "violence": 0.6, "self_harm": 0.5,
+            "child_safety": 0.5, "violent_extremism": 0.6, "civic_integrity": 0.6,
+            "illegal_goods": 0.6,
         }
     )
     policies: dict[str, list[PolicyRule]] = Field(default_factory=_default_policies)
     lexicons: dict[str, list[str]] = Field(default_factory=_default_lexicons)
     lexicon_hit_score: float = Field(default=0.75, ge=0, le=1)  # one hit; each more adds half
+    # category -> {subtype: phrases}, first match wins; a rule with `subtype` applies to it.
+    subtypes: dict[str, dict[str, list[str]]] = Field(default_factory=_default_subtypes)
+    media_subtype: str = "explicit_media"  # sexual content the images alone show
+    # On the LLM path the second child-safety prompt runs from this first-pass score up.
+    child_safety_check_floor: float = Field(default=0.2, ge=0, le=1)
+    enforcement_history: EnforcementHistorySettings = Field(
+        default_factory=lambda: EnforcementHistorySettings())
 
 
 class BangerSettings(PlanSettings):
