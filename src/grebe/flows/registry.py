@@ -15,6 +15,7 @@ from grebe.core.bundle import PlanBundle
 from grebe.core.memo import SharedCache
 from grebe.core.plan import Plan
 from grebe.flows import banger, embeddings, multimodal, ptos, replies, safety, spam
+from grebe.flows.coordination import CoordinationIndex
 from grebe.flows.enforcement import EnforcementHistory
 from grebe.flows.llm import PromptBook
 from grebe.flows.services import FlowServices, PlanLimiter, RecentKeys
@@ -52,6 +53,7 @@ def assemble(
     """FlowServices from already-built parts (the bundle, `grebe analyze` and tests)."""
     memory = settings.author_memory
     history = settings.plan(ptos.PLAN.name).enforcement_history
+    campaigns = settings.plan(spam.PLAN.name).coordination
     return FlowServices(
         settings=settings,
         embedder=models.embedder,
@@ -75,6 +77,9 @@ def assemble(
         heads=getattr(models, "heads", None),
         enforcement=EnforcementHistory(authors=history.authors,
                                        entries_per_author=history.entries_per_author),
+        coordination=CoordinationIndex(max_entries=campaigns.max_entries,
+                                       window_s=campaigns.window_s,
+                                       max_distance=campaigns.max_distance),
     )
 
 

@@ -3,6 +3,12 @@
 Local classifier: relevance is the cosine between the reply's and the parent's
 embeddings, binned by `relevance_bins` into 1-3; a spammy or toxic reply scores 0
 whatever its relevance. The parent comes with the payload (`context.parent`).
+
+Before any model: self-replies are skipped, and with `min_thread_followers` set only
+threads whose parent or root author is that big are ranked (Grox's follower gate,
+grebe.flows.thread). A reply scored 0 in a thread of `high_visibility_followers` is
+labelled `risky_high_viz_reply` (verified authors exempt): the high-visibility
+risky-reply signal.
 """
 
 from __future__ import annotations
@@ -13,11 +19,13 @@ from grebe.core.plan import Plan
 from grebe.core.task import SkipTask, TaskContext
 from grebe.flows import llm, shared
 from grebe.flows.settings import ReplySettings
+from grebe.flows.thread import ranking_skip, thread_facts
 from grebe.types import Eligibility, Post
 
 VERSION = "1"
 LABEL_PREFIX = "reply_score:"
 SKIP_NO_PARENT = "reply without its parent post in the payload context"
+LABEL_RISKY = "risky_high_viz_reply"
 
 
 async def parent(ctx: TaskContext) -> Post:
@@ -26,6 +34,29 @@ async def parent(ctx: TaskContext) -> Post:
     if found is None or not found.text.strip():
         raise SkipTask(SKIP_NO_PARENT)
     return found
+
+
+async def gated_parent(ctx: TaskContext) -> Post:
+    """`parent`, and reply ranking's own gate: no self-replies, the follower gate."""
+    found = await parent(ctx)
+    why = ranking_skip(thread_facts(ctx.payload), shared.settings_of(ctx))
+    if why:
+        raise SkipTask(why)
+    return found
+
+
+def flag_risky(ctx: TaskContext, score: int, settings: ReplySettings) -> None:
+    """A worthless (0) reply where it is seen most: label it so it can be held back."""
+    author = ctx.payload.context.author or ctx.payload.user
+    most = thread_facts(ctx.payload).most_followers()
+    if score or most is None or most < settings.high_visibility_followers:
+        return
+    if author is not None and author.verified:
+        return
+    ctx.output.labels.append(LABEL_RISKY)
+    ctx.output.reasons[LABEL_RISKY] = (f"score 0 in a thread whose parent/root author has "
+                                       f"{most} followers (>= "
+                                       f"{settings.high_visibility_followers})")
 
 
 async def relevance(ctx: TaskContext) -> float | None:
@@ -74,6 +105,7 @@ async def rank(ctx: TaskContext) -> int:
     if ctx.results["relevance"] is not None:
         ctx.output.scores["relevance"] = round(ctx.results["relevance"], 4)
     ctx.output.reasons["reply_score"] = reason
+    flag_risky(ctx, score, settings)
     return score
 
 
@@ -82,7 +114,7 @@ PLAN = Plan(
     tasks={
         "filter": shared.filters,
         "rate_limit": shared.rate_limit,
-        "parent": parent,
+        "parent": gated_parent,
         "media": shared.media_task,
         "relevance": relevance,
         "toxicity": toxicity,

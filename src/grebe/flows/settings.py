@@ -49,6 +49,28 @@ class PlanSettings(_Section):
     head_thresholds: dict[str, float] = Field(default_factory=dict)
 
 
+class ReplyFilterSettings(_Section):
+    """Which replies the spam plan judges (grebe.flows.thread). Grox's defaults:
+    replies in threads whose parent and root authors both have <= 60,000 followers
+    (bigger threads go to reply ranking), never self-replies, never replies to the
+    platform's own bot accounts (their ids: `bot_account_ids`)."""
+
+    max_parent_followers: int | None = Field(default=60_000, ge=0)  # None: no limit
+    max_root_followers: int | None = Field(default=60_000, ge=0)
+    skip_self_replies: bool = True
+    bot_account_ids: list[str] = Field(default_factory=list)
+
+
+class CoordinationSettings(_Section):
+    """Coordinated spam (grebe.flows.coordination): near-identical texts from at least
+    `min_accounts` accounts within `window_s`."""
+
+    min_accounts: int = Field(default=5, ge=2)
+    window_s: float = Field(default=3600.0, gt=0)
+    max_distance: int = Field(default=3, ge=0, le=32)  # SimHash bits that may differ
+    max_entries: int = Field(default=20_000, ge=1)
+
+
 class SpamSettings(PlanSettings):
     # The head is trained on e-mail (long texts plus subject lines and body leads);
     # short promotional-sounding posts still reach 0.85 on it (the demo's coffee caption),
@@ -63,6 +85,8 @@ class SpamSettings(PlanSettings):
     shouting_min_letters: int = Field(default=12, ge=1)
     repetition_min_tokens: int = Field(default=8, ge=1)
     duplicate_saturation: int = Field(default=2, ge=1)  # earlier copies by the author = 1.0
+    reply_filter: ReplyFilterSettings = Field(default_factory=lambda: ReplyFilterSettings())
+    coordination: CoordinationSettings = Field(default_factory=lambda: CoordinationSettings())
 
 
 class SafetySettings(PlanSettings):
@@ -193,6 +217,13 @@ class ReplySettings(PlanSettings):
     relevance_bins: list[float] = Field(default_factory=lambda: [0.15, 0.3, 0.5])  # -> 1, 2, 3
     toxicity_threshold: float = Field(default=0.6, ge=0, le=1)
     spam_threshold: float = Field(default=0.8, ge=0, le=1)
+    # Follower gate: rank only replies in threads whose parent or root author has at
+    # least this many followers (Grox: > 60,000; 0: every reply, unknown counts too).
+    min_thread_followers: int = Field(default=0, ge=0)
+    skip_self_replies: bool = True
+    # A reply scored 0 in a thread this visible is labelled risky_high_viz_reply
+    # (verified authors exempt), so it can be held back where it would be seen most.
+    high_visibility_followers: int = Field(default=60_000, ge=0)
 
 
 class EmbeddingSettings(PlanSettings):
