@@ -43,13 +43,14 @@ async def test_cross_payload_cache_skips_recomputation() -> None:
 async def test_sink_upserts_and_publishes_idempotently() -> None:
     services = fake_services()
     master = PlanMaster(registry.PLANS, services=services, )
-    post = payload("hello there", eligibilities=frozenset({"post_safety"}))
+    post = payload("hello there", eligibilities=frozenset({"spam_comment"}))
     await master.run(post)
     rows = await services.store.get("p1")
-    assert [(a.producer, a.version, a.labels) for a in rows] == [("post_safety", "1", ["safe"])]
+    assert [(a.producer, a.version, a.labels) for a in rows] == [
+        ("spam_comment", "1", ["not_spam"])]
     topic, key, value = services.producer.published[0]
     assert topic == "annotations" and key == b"p1"
-    assert msgspec.json.decode(value, type=Annotation).labels == ["safe"]
+    assert msgspec.json.decode(value, type=Annotation).labels == ["not_spam"]
     # Same post again: deduped within the TTL, no second write.
     second = (await master.run_plans(post))[0]
     assert second.status == TaskStatus.SKIPPED

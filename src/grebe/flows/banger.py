@@ -17,6 +17,7 @@ from grebe.core.task import TaskContext
 from grebe.flows import language, llm, shared
 from grebe.flows.settings import BangerSettings
 from grebe.flows.signals import words
+from grebe.flows.sinks import SinkRules, sink_with
 from grebe.types import Eligibility, Post
 
 VERSION = "1"
@@ -121,7 +122,7 @@ PLAN = Plan(
         "topics": topics,
         "penalties": penalties,
         "score": score,
-        "sink": shared.sink,
+        "sink": sink_with(SinkRules(post_flags=frozenset({LABEL_BANGER}))),  # label applied
     },
     deps={
         "rate_limit": ["filter"],

@@ -37,6 +37,7 @@ from grebe.flows.ptos_rules import legacy as legacy_categories
 from grebe.flows.ptos_rules import with_heads as head_categories
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import PolicyRule, PtosSettings
+from grebe.flows.sinks import SinkRules, sink_with
 from grebe.types import Eligibility
 
 VERSION = "1"
@@ -248,7 +249,7 @@ PLAN = Plan(
         "categories": categories,
         "cross_check": cross_check,
         "policy": policy,
-        "sink": shared.sink,
+        "sink": sink_with(SinkRules(post_flags=frozenset({*CATEGORIES, LABEL_NEEDS_REVIEW}))),
     },
     deps={
         "rate_limit": ["filter"],

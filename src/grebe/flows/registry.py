@@ -21,6 +21,7 @@ from grebe.flows.llm import PromptBook
 from grebe.flows.services import FlowServices, PlanLimiter, RecentKeys
 from grebe.flows.settings import FlowSettings
 from grebe.flows.signals import AuthorMemory
+from grebe.flows.sinks import FlagRecords
 
 if TYPE_CHECKING:
     from grebe.config import GrebeConfig
@@ -77,6 +78,7 @@ def assemble(
         heads=getattr(models, "heads", None),
         enforcement=EnforcementHistory(authors=history.authors,
                                        entries_per_author=history.entries_per_author),
+        records=FlagRecords(store),
         coordination=CoordinationIndex(max_entries=campaigns.max_entries,
                                        window_s=campaigns.window_s,
                                        max_distance=campaigns.max_distance),

@@ -19,6 +19,7 @@ from grebe.core.plan import Plan
 from grebe.core.task import SkipTask, TaskContext
 from grebe.flows import llm, shared
 from grebe.flows.settings import ReplySettings
+from grebe.flows.sinks import SinkRules, sink_with
 from grebe.flows.thread import ranking_skip, thread_facts
 from grebe.types import Eligibility, Post
 
@@ -120,7 +121,7 @@ PLAN = Plan(
         "toxicity": toxicity,
         "spam": spam,
         "rank": rank,
-        "sink": shared.sink,
+        "sink": sink_with(SinkRules(post_flags=frozenset({LABEL_RISKY}))),  # label applied
     },
     deps={
         "rate_limit": ["filter"],

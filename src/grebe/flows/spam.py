@@ -24,6 +24,7 @@ from grebe.flows.coordination import Campaign
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import SpamSettings
 from grebe.flows.signals import TextSignals, text_signals
+from grebe.flows.sinks import SinkRules, sink_with
 from grebe.flows.thread import spam_reply_skip, thread_facts
 from grebe.types import Eligibility
 
@@ -192,7 +193,8 @@ PLAN = Plan(
         "signals": signals,
         "coordination": coordination,
         "classify": classify,
-        "sink": shared.sink,
+        "sink": sink_with(SinkRules(post_flags=frozenset({LABEL_SPAM, LABEL_COORDINATED}),
+                                    author_flags=frozenset({LABEL_COORDINATED}))),
     },
     deps={
         "reply_filter": ["filter"],
