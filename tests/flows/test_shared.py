@@ -25,10 +25,11 @@ async def test_shared_work_is_done_once_per_payload() -> None:
     results = _by_plan(await master.run_plans(post))
     assert all(r.status != TaskStatus.FAILED for r in results.values())
     assert services.media.calls == 1  # ten plans, one hydration
-    # Distinct texts embedded: post text, text+OCR (spam/ptos), OCR alone (v5), and the
-    # topic descriptions of the banger screen — each once however many plans ask.
+    # Distinct texts embedded: post text, text+OCR (spam/ptos), OCR alone (v5), the
+    # summary of text and OCR (post_embedding_with_summary), and the topic descriptions
+    # of the banger screen — each once however many plans ask.
     n_topics = len(services.settings.plan("banger_initial_screen").topics)
-    assert services.embedder.calls == 3 + n_topics
+    assert services.embedder.calls == 4 + n_topics
 
 
 async def test_cross_payload_cache_skips_recomputation() -> None:

@@ -229,6 +229,7 @@ class ReplySettings(PlanSettings):
 class EmbeddingSettings(PlanSettings):
     summary_sentences: int = Field(default=2, ge=1)
     max_sentences: int = Field(default=10, ge=1)  # longer texts: only the first ones rank
+    max_part_chars: int = Field(default=2000, ge=1)  # of OCR text and transcript each
 
 
 class ReplyEmbeddingSettings(EmbeddingSettings):
