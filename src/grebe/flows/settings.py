@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from grebe.config import validation_problems
 from grebe.errors import ConfigError
@@ -210,6 +210,23 @@ class BangerSettings(PlanSettings):
             "finance": "money stock market invest bank crypto price",
         }
     )
+    # Topic -> its category in the taxonomy (`category:<name>` labels). Every configured
+    # topic needs one: an unknown name is a config error at start, not a silent gap.
+    taxonomy: dict[str, str] = Field(
+        default_factory=lambda: {
+            "sports": "sports", "technology": "science_and_technology",
+            "politics": "news_and_politics", "music": "entertainment",
+            "food": "lifestyle", "science": "science_and_technology",
+            "animals": "lifestyle", "finance": "business_and_finance",
+        }
+    )
+
+    @model_validator(mode="after")
+    def _every_topic_has_a_category(self) -> BangerSettings:
+        missing = sorted(set(self.topics) - set(self.taxonomy))
+        if missing:
+            raise ValueError(f"topics {missing} have no category in `taxonomy`")
+        return self
 
 
 class ReplySettings(PlanSettings):
