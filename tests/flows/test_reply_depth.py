@@ -116,3 +116,28 @@ async def test_reply_ranking_follower_gate_and_risky_reply() -> None:
                           author_user=User(id="a1", verified=True))
     assert "reply_score:0" in verified.output.labels
     assert "risky_high_viz_reply" not in verified.output.labels
+
+
+async def test_reply_ranking_reads_the_thread_not_only_the_parent() -> None:
+    root = "What is the best coffee in Lisbon right now?"
+    reply = "The best coffee in Lisbon right now is at the corner cafe"
+    services = fake_services(NO_DEDUPE)
+    alone = await run_one(services, RANKING, reply, parent="I went there last summer.",
+                          post_id="t1")
+    threaded = await run_one(services, RANKING, reply, parent="I went there last summer.",
+                             post_id="t2", context=UserContext(extra={"ancestor_texts": [root]}))
+    assert threaded.output.scores["relevance"] > alone.output.scores["relevance"]
+    assert threaded.output.scores["reply_score"] > alone.output.scores["reply_score"]
+
+
+async def test_llm_reply_ranking_prompt_shows_the_thread() -> None:
+    from grebe.inference.fakes import ScriptedChatModel
+
+    chat = ScriptedChatModel(['{"score": 2, "reason": "answers the root question"}'])
+    services = fake_services({**NO_DEDUPE, "classifier": "llm"}, chat=chat)
+    result = await run_one(services, RANKING, "the corner cafe", parent="I went there.",
+                           context=UserContext(extra={"ancestor_texts": ["Best coffee?"]}))
+    assert result.output.labels == ["reply_score:2"]
+    prompt = chat.requests[0][1]["content"]
+    assert prompt.index("Best coffee?") < prompt.index("I went there.")
+    assert "#### Post 2 (the post replied to)" in prompt

@@ -1,8 +1,11 @@
 """Reply ranking: a 0-3 score of a reply against the post it answers.
 
-Local classifier: relevance is the cosine between the reply's and the parent's
-embeddings, binned by `relevance_bins` into 1-3; a spammy or toxic reply scores 0
-whatever its relevance. The parent comes with the payload (`context.parent`).
+Local classifier: relevance is the best cosine between the reply's embedding and those
+of the thread it answers (the parent and the posts above it, up to `max_thread_posts`:
+a reply may answer the root's question rather than the last remark), binned by
+`relevance_bins` into 1-3; a spammy or toxic reply scores 0 whatever its relevance.
+The LLM path reads the whole thread. The parent comes with the payload
+(`context.parent`), the posts above it as `context.extra["ancestor_texts"]`.
 
 Before any model: self-replies are skipped, and with `min_thread_followers` set only
 threads whose parent or root author is that big are ranked (Grox's follower gate,
@@ -20,7 +23,7 @@ from grebe.core.task import SkipTask, TaskContext
 from grebe.flows import llm, shared
 from grebe.flows.settings import ReplySettings
 from grebe.flows.sinks import SinkRules, sink_with
-from grebe.flows.thread import ranking_skip, thread_facts
+from grebe.flows.thread import ranking_skip, thread_facts, thread_texts
 from grebe.types import Eligibility, Post
 
 VERSION = "1"
@@ -61,10 +64,21 @@ def flag_risky(ctx: TaskContext, score: int, settings: ReplySettings) -> None:
 
 
 async def relevance(ctx: TaskContext) -> float | None:
+    """The best cosine between the reply and any post of its thread."""
     if shared.uses_llm(ctx):
         return None
+    settings: ReplySettings = shared.settings_of(ctx)
     reply = await shared.text_embedding(ctx)
-    return shared.cosine(reply, await shared.embed(ctx, ctx.results["parent"].text))
+    thread = thread_texts(ctx.payload, settings.max_thread_posts)
+    return max([shared.cosine(reply, await shared.embed(ctx, t)) for t in thread])
+
+
+def render_thread(texts: list[str]) -> str:
+    """The thread for the prompt: numbered posts, root first, the parent last."""
+    last = len(texts)
+    return "\n\n".join(
+        f"#### Post {i} ({'the post replied to' if i == last else 'earlier in the thread'})"
+        f"\n{t}" for i, t in enumerate(texts, 1))
 
 
 async def toxicity(ctx: TaskContext) -> float:
@@ -95,8 +109,9 @@ def local_score(relevance: float, toxicity: float, spam: float,
 async def rank(ctx: TaskContext) -> int:
     settings: ReplySettings = shared.settings_of(ctx)
     if ctx.services.settings.backend(ctx.plan) == "llm":
+        thread = thread_texts(ctx.payload, settings.max_thread_posts)
         verdict = await llm.ask(ctx, "reply_ranking", llm.ReplyVerdict,
-                                text=ctx.payload.post.text, parent=ctx.results["parent"].text)
+                                text=ctx.payload.post.text, parent=render_thread(thread))
         score, reason = verdict.score, verdict.reason
     else:
         score, reason = local_score(ctx.results["relevance"], ctx.results["toxicity"],

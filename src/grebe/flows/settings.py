@@ -237,6 +237,7 @@ class ReplySettings(PlanSettings):
     # Follower gate: rank only replies in threads whose parent or root author has at
     # least this many followers (Grox: > 60,000; 0: every reply, unknown counts too).
     min_thread_followers: int = Field(default=0, ge=0)
+    max_thread_posts: int = Field(default=4, ge=1)  # the parent and the posts above it
     skip_self_replies: bool = True
     # A reply scored 0 in a thread this visible is labelled risky_high_viz_reply
     # (verified authors exempt), so it can be held back where it would be seen most.

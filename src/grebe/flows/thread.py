@@ -18,6 +18,7 @@ from grebe.types import TaskPayload
 PARENT_AUTHOR_FOLLOWERS = "parent_author_followers"
 ROOT_AUTHOR_ID = "root_author_id"
 ROOT_AUTHOR_FOLLOWERS = "root_author_followers"
+ANCESTOR_TEXTS = "ancestor_texts"  # texts above the parent, root first
 SKIP_REPLY_TO_BOT = "reply to the platform's own bot account"
 SKIP_SELF_REPLY = "self-reply (the replier wrote the parent or root post)"
 SKIP_BIG_THREAD = "thread too visible for the spam plan (reply ranking judges it)"
@@ -40,6 +41,17 @@ class ThreadFacts:
     def most_followers(self) -> int | None:
         known = [n for n in (self.parent_followers, self.root_followers) if n is not None]
         return max(known) if known else None
+
+
+def thread_texts(payload: TaskPayload, limit: int) -> list[str]:
+    """The conversation a reply answers, root first and the parent last: the parent
+    and up to `limit` - 1 posts above it (the nearest ones when the thread is longer)."""
+    parent = payload.context.parent
+    above = payload.context.extra.get(ANCESTOR_TEXTS) or []
+    texts = [t for t in above if isinstance(t, str) and t.strip()]
+    if parent is not None and parent.text.strip():
+        texts.append(parent.text)
+    return texts[-limit:]
 
 
 def _count(value: object) -> int | None:
