@@ -56,7 +56,8 @@ def plan_labels(settings: FlowSettings) -> dict[str, frozenset[str]]:
     actions |= {f"sexual.{ptos_settings.media_subtype}"}
     abstain = LABEL_ABSTAIN
     return {
-        spam.PLAN.name: frozenset({spam.LABEL_SPAM, spam.LABEL_NOT_SPAM, abstain}),
+        spam.PLAN.name: frozenset({spam.LABEL_SPAM, spam.LABEL_NOT_SPAM, spam.LABEL_COORDINATED,
+                                   abstain}),
         safety.PLAN.name: frozenset({safety.LABEL_SAFE, safety.LABEL_NSFW, safety.LABEL_HATE,
                                      safety.LABEL_OFFENSIVE, safety.LABEL_INSULT,
                                      safety.LABEL_THREAT, abstain}),
