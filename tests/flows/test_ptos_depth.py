@@ -5,6 +5,7 @@ cross-validated against the images, and the enforcement history."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from grebe.core.planmaster import PlanMaster
@@ -12,6 +13,8 @@ from grebe.flows import registry
 from grebe.flows.enforcement import EnforcementHistory
 from grebe.flows.services import FlowServices, MediaFacts
 from grebe.inference.fakes import ScriptedChatModel
+from grebe.stores.base import MemoryStore
+from grebe.stores.sqlite import SqliteStore
 from grebe.types import Media, TaskStatus
 
 from .conftest import fake_services, payload
@@ -135,17 +138,39 @@ async def test_repeat_offender_gets_the_strictest_action() -> None:
     # A retry of an already-judged post does not count against its author.
     again = await ptos(services, "you are a stupid idiot", post_id="h0", author="troll")
     assert again.reasons["policy.harassment"].startswith("remove")
-    assert len(services.enforcement.prior("troll", "harassment", 60, exclude_post="")) == 4
+    assert len(await services.enforcement.prior("troll", "harassment", exclude_post="")) == 4
 
 
-def test_enforcement_history_is_bounded_and_windowed() -> None:
+async def test_enforcement_history_is_bounded_and_windowed() -> None:
     now = [1000.0]
-    history = EnforcementHistory(authors=2, entries_per_author=3, clock=lambda: now[0])
+    history = EnforcementHistory(MemoryStore(), entries_per_author=3, window_s=60,
+                                 clock=lambda: now[0])
     for i in range(5):
-        history.record("a", f"p{i}", "spam", "remove")
-    assert len(history.prior("a", "spam", 60, exclude_post="")) == 3
-    history.record("b", "q", "spam", "remove")
-    history.record("c", "r", "spam", "remove")  # evicts the least recently used author
-    assert len(history._recent) == 2
+        now[0] += 1
+        await history.record("a", f"p{i}", "spam", "remove")
+    kept = await history.prior("a", "spam", exclude_post="")
+    assert [e.post_id for e in kept] == ["p2", "p3", "p4"]  # the newest three
     now[0] += 120
-    assert history.prior("c", "spam", 60, exclude_post="") == []
+    assert await history.prior("a", "spam", exclude_post="") == []
+
+
+async def test_enforcement_history_survives_a_restart_on_sqlite(tmp_path: Path) -> None:
+    first = SqliteStore(tmp_path / "a.db")
+    await first.start()
+    try:
+        history = EnforcementHistory(first, entries_per_author=8, window_s=3600)
+        for i in range(3):
+            await history.record("troll", f"h{i}", "harassment", "limit_reach")
+    finally:
+        await first.stop()
+    again = SqliteStore(tmp_path / "a.db")
+    await again.start()
+    try:
+        services = heads_services()
+        services.store = again
+        services.enforcement = EnforcementHistory(again, entries_per_author=8, window_s=3600)
+        out = await ptos(services, "you are a stupid idiot", post_id="h3", author="troll")
+        assert out.reasons["policy.harassment"].startswith("remove")
+        assert "3 prior harassment action(s)" in out.reasons["policy.harassment"]
+    finally:
+        await again.stop()

@@ -2,21 +2,32 @@
 
 Why: a policy that treats the tenth harassment post like the first is easy to game; the
 PTOS policy step reads this history and gives a repeat offender (`escalate_after` prior
-actions in the category within the window) the category's strictest action. Bounded
-twice like grebe.flows.signals.AuthorMemory (an LRU over authors, a fixed deque per
-author), per engine process: a restart forgets, which only ever makes the policy milder,
-never stricter than the post alone calls for.
+actions in the category within the window) the category's strictest action.
+
+Where: in the annotation store, one row per author (producer `record.enforcement`
+under `user:<author id>`, the key the sink's user records use), so the history survives
+a restart and is shared by every engine process on a shared store (SQLite, PostgreSQL).
+Each entry is a score `"<category>|<action>|<post id>"` -> epoch seconds; a row keeps
+only the newest `entries_per_author` entries inside the window (bounded). Two processes
+recording the same author at the same instant may lose one entry: the history then
+errs milder, never stricter than the posts call for.
 """
 
 from __future__ import annotations
 
-import threading
+import asyncio
 import time
-from collections import deque
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cachetools import LRUCache
+from grebe.stores.base import AnnotationStore
+from grebe.types import Annotation
+
+ENFORCEMENT_RECORD = "record.enforcement"
+USER_KEY_PREFIX = "user:"  # the same key space as grebe.flows.sinks user records
+RECORD_VERSION = "1"
+SEP = "|"
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,31 +38,48 @@ class Enforcement:
     at: float
 
 
+def _entry(key: str, at: float) -> Enforcement | None:
+    parts = key.split(SEP, 2)
+    return Enforcement(parts[2], parts[0], parts[1], at) if len(parts) == 3 else None
+
+
 class EnforcementHistory:
-    """Recent enforcement actions per author; thread-safe for the engine's workers."""
+    """Recent enforcement actions per author, kept in the annotation store."""
 
-    def __init__(self, *, authors: int, entries_per_author: int,
+    def __init__(self, store: AnnotationStore, *, entries_per_author: int, window_s: float,
                  clock: Callable[[], float] = time.time) -> None:
-        self._recent: LRUCache[str, deque[Enforcement]] = LRUCache(maxsize=authors)
+        self._store = store
         self._per_author = entries_per_author
+        self._window_s = window_s
         self._clock = clock
-        self._lock = threading.Lock()
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary())
 
-    def prior(self, author_id: str, category: str, window_s: float,
-              exclude_post: str) -> list[Enforcement]:
+    async def _entries(self, author_id: str) -> list[Enforcement]:
+        rows = await self._store.get(f"{USER_KEY_PREFIX}{author_id}")
+        row = next((a for a in rows if a.producer == ENFORCEMENT_RECORD), None)
+        found = [_entry(k, at) for k, at in (row.scores if row is not None else {}).items()]
+        return sorted((e for e in found if e is not None), key=lambda e: e.at)
+
+    async def prior(self, author_id: str, category: str, exclude_post: str) -> list[Enforcement]:
         """The author's actions in `category` within the window, other posts only (a
         retry of the same post never counts against its author)."""
-        horizon = self._clock() - window_s
-        with self._lock:
-            recent = self._recent.get(author_id) or ()
-            return [e for e in recent if e.category == category and e.at >= horizon
-                    and e.post_id != exclude_post]
+        horizon = self._clock() - self._window_s
+        return [e for e in await self._entries(author_id)
+                if e.category == category and e.at >= horizon and e.post_id != exclude_post]
 
-    def record(self, author_id: str, post_id: str, category: str, action: str) -> None:
-        with self._lock:
-            recent = self._recent.get(author_id)
-            if recent is None:
-                recent = self._recent[author_id] = deque(maxlen=self._per_author)
-            if any(e.post_id == post_id and e.category == category for e in recent):
+    async def record(self, author_id: str, post_id: str, category: str, action: str) -> None:
+        key = f"{USER_KEY_PREFIX}{author_id}"
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        async with lock:
+            entries = await self._entries(author_id)
+            if any(e.post_id == post_id and e.category == category for e in entries):
                 return
-            recent.append(Enforcement(post_id, category, action, self._clock()))
+            now = self._clock()
+            entries.append(Enforcement(post_id, category, action, now))
+            kept = [e for e in entries if e.at >= now - self._window_s][-self._per_author:]
+            await self._store.upsert([Annotation(
+                post_id=key, producer=ENFORCEMENT_RECORD, version=RECORD_VERSION,
+                scores={SEP.join((e.category, e.action, e.post_id)): e.at for e in kept})])

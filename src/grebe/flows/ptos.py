@@ -170,14 +170,14 @@ def rules_for(settings: PtosSettings, category: str, subtype: str | None) -> lis
     return sorted(own or [r for r in every if r.subtype is None], key=lambda r: -r.min_score)
 
 
-def escalation(ctx: TaskContext, settings: PtosSettings, category: str) -> str | None:
+async def escalation(ctx: TaskContext, settings: PtosSettings, category: str) -> str | None:
     """Why the author's enforcement history calls for the strictest action, or None."""
     history = ctx.services.enforcement
     if history is None:
         return None
     conf = settings.enforcement_history
     post = ctx.payload.post
-    prior = history.prior(post.author_id, category, conf.window_s, post.id)
+    prior = await history.prior(post.author_id, category, post.id)
     if len(prior) < conf.escalate_after:
         return None
     return (f"escalated: author has {len(prior)} prior {category} action(s) within "
@@ -204,7 +204,7 @@ async def policy(ctx: TaskContext) -> dict[str, str]:
         rules = rules_for(settings, category, subtype)
         if not rules:
             continue
-        escalate = escalation(ctx, settings, category)
+        escalate = await escalation(ctx, settings, category)
         if ctx.services.settings.backend(ctx.plan) == "llm":
             actions = [r.action for r in rules]
             answer = await llm.ask(
@@ -233,8 +233,8 @@ async def policy(ctx: TaskContext) -> dict[str, str]:
         ctx.output.labels.append(f"{category}:{action}")
         ctx.output.reasons[f"policy.{category}"] = f"{action}: {why}"
         if ctx.services.enforcement is not None and action != LABEL_ONLY:
-            ctx.services.enforcement.record(ctx.payload.post.author_id, ctx.payload.post.id,
-                                            category, action)
+            await ctx.services.enforcement.record(ctx.payload.post.author_id,
+                                                  ctx.payload.post.id, category, action)
     return decisions
 
 

@@ -155,12 +155,12 @@ def _default_subtypes() -> dict[str, dict[str, list[str]]]:
 
 
 class EnforcementHistorySettings(_Section):
-    """Per-author memory of past enforcement: a repeat offender gets the category's
-    strictest action. Bounded (authors x entries) so it never grows with the stream."""
+    """Per-author record of past enforcement in the annotation store: a repeat offender
+    gets the category's strictest action. Bounded per author (newest entries in the
+    window), so a row never grows with the author's history."""
 
     escalate_after: int = Field(default=3, ge=1)  # prior actions in the window, same category
     window_s: float = Field(default=30 * 24 * 3600.0, gt=0)
-    authors: int = Field(default=100_000, ge=1)
     entries_per_author: int = Field(default=32, ge=1)
 
 
