@@ -141,3 +141,13 @@ async def test_llm_reply_ranking_prompt_shows_the_thread() -> None:
     prompt = chat.requests[0][1]["content"]
     assert prompt.index("Best coffee?") < prompt.index("I went there.")
     assert "#### Post 2 (the post replied to)" in prompt
+
+
+def test_coordination_index_is_bounded_and_tolerates_small_edits() -> None:
+    index = CoordinationIndex(max_entries=3, window_s=3600, max_distance=3)
+    seen = [index.observe(f"p{n}", f"a{n}", PROMO.format(n=n)).accounts for n in range(6)]
+    assert seen == [1, 2, 3, 4, 4, 4]  # the newest three texts only, plus the post itself
+    a, b = fingerprint(PROMO.format(n=1)), fingerprint(PROMO.format(n=987))
+    assert a is not None and a == b  # links and promo codes normalised away
+    other = fingerprint("my garden roses are finally blooming after the long winter")
+    assert other is not None and bin(a ^ other).count("1") > 3
