@@ -86,10 +86,12 @@ class CoordinationIndex:
             hits = np.flatnonzero(near & (self._at >= now - self._window_s))
             alike = [int(i) for i in hits[np.argsort(self._at[hits], kind="stable")]
                      if self._posts[i] != post_id]
+            # Read the matches before writing: the slot written may be one of them.
+            campaign = Campaign(len({self._authors[i] for i in alike} | {author_id}),
+                                tuple(self._posts[i] for i in alike[-5:]))
             if len(alike) == len(hits):  # not a retry of a post already recorded
                 slot = self._next
                 self._prints[slot], self._at[slot] = print_, now
                 self._authors[slot], self._posts[slot] = author_id, post_id
                 self._next = (slot + 1) % len(self._at)
-            accounts = {self._authors[i] for i in alike} | {author_id}
-            return Campaign(len(accounts), tuple(self._posts[i] for i in alike[-5:]))
+            return campaign
