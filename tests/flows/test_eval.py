@@ -151,3 +151,10 @@ def test_eval_runs_the_configured_policy_in_a_scratch_runtime(tmp_path: Path) ->
     assert config.data_dir == tmp_path / "scratch" and config.engine.processes == 0
     assert [(s.topic, s.eligibilities) for s in config.streams] == [(EVAL_TOPIC,
                                                                      ["spam_comment"])]
+
+
+def test_the_depth_labels_can_be_evaluated() -> None:
+    vocab = plan_labels(SETTINGS)
+    assert "coordinated_spam" in vocab["spam_comment"]
+    assert {"child_safety", "needs_review", "child_safety:review", "illegal_goods.drugs",
+            "child_safety:remove_and_report"} <= vocab["safety_ptos"]

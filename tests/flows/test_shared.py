@@ -25,10 +25,11 @@ async def test_shared_work_is_done_once_per_payload() -> None:
     results = _by_plan(await master.run_plans(post))
     assert all(r.status != TaskStatus.FAILED for r in results.values())
     assert services.media.calls == 1  # ten plans, one hydration
-    # Distinct texts embedded: post text, text+OCR (spam/ptos), OCR alone (v5), and the
-    # topic descriptions of the banger screen — each once however many plans ask.
+    # Distinct texts embedded: post text, text+OCR (spam/ptos), OCR alone (v5), the
+    # summary of text and OCR (post_embedding_with_summary), and the topic descriptions
+    # of the banger screen — each once however many plans ask.
     n_topics = len(services.settings.plan("banger_initial_screen").topics)
-    assert services.embedder.calls == 3 + n_topics
+    assert services.embedder.calls == 4 + n_topics
 
 
 async def test_cross_payload_cache_skips_recomputation() -> None:
@@ -43,13 +44,14 @@ async def test_cross_payload_cache_skips_recomputation() -> None:
 async def test_sink_upserts_and_publishes_idempotently() -> None:
     services = fake_services()
     master = PlanMaster(registry.PLANS, services=services, )
-    post = payload("hello there", eligibilities=frozenset({"post_safety"}))
+    post = payload("hello there", eligibilities=frozenset({"spam_comment"}))
     await master.run(post)
     rows = await services.store.get("p1")
-    assert [(a.producer, a.version, a.labels) for a in rows] == [("post_safety", "1", ["safe"])]
+    assert [(a.producer, a.version, a.labels) for a in rows] == [
+        ("spam_comment", "1", ["not_spam"])]
     topic, key, value = services.producer.published[0]
     assert topic == "annotations" and key == b"p1"
-    assert msgspec.json.decode(value, type=Annotation).labels == ["safe"]
+    assert msgspec.json.decode(value, type=Annotation).labels == ["not_spam"]
     # Same post again: deduped within the TTL, no second write.
     second = (await master.run_plans(post))[0]
     assert second.status == TaskStatus.SKIPPED

@@ -5,7 +5,11 @@ Local classifier: a quality score from the shape of the text, early engagement p
 and media, discounted for spam and offensiveness; only a post with engagement counts
 (`candidate_min_views`) can be a candidate: shape and media alone are not quality.
 Topic tags from the cosine between the post embedding and each configured topic's
-centroid (the embedding of its description), plus the post's hashtags.
+centroid (the embedding of its description), plus the post's hashtags; each configured
+topic's category in the `taxonomy` (`category:<name>`). Boolean metadata of the post
+(`meta:has_image`, `meta:has_video`, `meta:has_media_text`, `meta:has_speech`,
+`meta:has_link`) is labelled too, and, with the candidate label, applied to the post's
+record by the plan's sink rules (OR-merged, grebe.flows.sinks).
 """
 
 from __future__ import annotations
@@ -15,13 +19,18 @@ import re
 from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
 from grebe.flows import language, llm, shared
+from grebe.flows.services import MediaFacts
 from grebe.flows.settings import BangerSettings
-from grebe.flows.signals import words
+from grebe.flows.signals import count_links, words
+from grebe.flows.sinks import SinkRules, sink_with
 from grebe.types import Eligibility, Post
 
 VERSION = "1"
 LABEL_BANGER = "banger_candidate"
 TOPIC_PREFIX = "topic:"
+CATEGORY_PREFIX = "category:"
+META_PREFIX = "meta:"
+BOOL_METADATA = ("has_image", "has_video", "has_media_text", "has_speech", "has_link")
 # Quality = weighted shape/engagement/media, times (1 - offensive), times the spam factor.
 QUALITY_WEIGHTS = {"shape": 0.5, "engagement": 0.35, "media": 0.15}
 SPAM_FACTOR = 0.2
@@ -76,6 +85,22 @@ async def penalties(ctx: TaskContext) -> dict[str, float]:
             "offensive": await shared.offensive_score(ctx, text)}
 
 
+def bool_metadata(post: Post, facts: MediaFacts) -> list[str]:
+    """The post's boolean metadata that is true (only checked media counts)."""
+    kinds = {m.kind for m in post.media} if not facts.unchecked else set()
+    found = {"has_image": "image" in kinds, "has_video": "video" in kinds,
+             "has_media_text": bool(facts.ocr_text.strip()),
+             "has_speech": bool(facts.transcript.strip()),
+             "has_link": count_links(post.text) > 0}
+    return [name for name in BOOL_METADATA if found[name]]
+
+
+def categories(tags: dict[str, float], settings: BangerSettings) -> list[str]:
+    """Categories of the tagged topics, best topic's first (hashtags have none)."""
+    ranked = sorted(tags, key=lambda t: -tags[t])
+    return list(dict.fromkeys(settings.taxonomy[t] for t in ranked if t in settings.taxonomy))
+
+
 async def score(ctx: TaskContext) -> float:
     settings: BangerSettings = shared.settings_of(ctx)
     post = ctx.payload.post
@@ -105,6 +130,8 @@ async def score(ctx: TaskContext) -> float:
     if quality >= settings.threshold and not unseen:
         ctx.output.labels.append(LABEL_BANGER)
     ctx.output.labels.extend(f"{TOPIC_PREFIX}{t}" for t in sorted(tags, key=lambda t: -tags[t]))
+    ctx.output.labels.extend(f"{CATEGORY_PREFIX}{c}" for c in categories(tags, settings))
+    ctx.output.labels.extend(f"{META_PREFIX}{m}" for m in bool_metadata(post, ctx.results["media"]))
     ctx.output.scores["quality"] = round(quality, 4)
     ctx.output.scores.update({f"{TOPIC_PREFIX}{t}": round(s, 4) for t, s in tags.items()})
     ctx.output.reasons["quality"] = reason
@@ -121,7 +148,9 @@ PLAN = Plan(
         "topics": topics,
         "penalties": penalties,
         "score": score,
-        "sink": shared.sink,
+        # The candidate label and the boolean metadata are applied to the post's record.
+        "sink": sink_with(SinkRules(post_flags=frozenset(
+            {LABEL_BANGER, *(f"{META_PREFIX}{m}" for m in BOOL_METADATA)}))),
     },
     deps={
         "rate_limit": ["filter"],

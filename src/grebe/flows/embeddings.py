@@ -1,10 +1,14 @@
 """Post embedding with summary, and its for-reply variant.
 
-The embedding is the text embedder's vector of the post. The summary is extractive:
-the sentences closest to the centroid of all sentence embeddings (the most central
-ones), in their original order; no offline model writes better summaries on a CPU, and
-a chat model is the upgrade path. The for-reply variant embeds the reply together with
-the summary of the post it answers, so replies land near their conversation.
+Summary, then embed (as Grox does): the summary is taken over everything the post
+says — its text, the text read from its images (OCR) and its transcript — and the
+embedding is the text embedder's vector of that summary, so a meme whose words are in
+the image, or a video whose point is spoken, embeds by what it says rather than by its
+caption alone. The summary is extractive: the sentences closest to the centroid of
+all sentence embeddings (the most central ones), in their original order; no offline
+model writes better summaries on a CPU, and a chat model is the upgrade path. The
+for-reply variant embeds the reply together with the summary of the post it answers,
+so replies land near their conversation.
 """
 
 from __future__ import annotations
@@ -14,13 +18,16 @@ import numpy as np
 from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
 from grebe.flows import replies, shared
+from grebe.flows.services import MediaFacts
 from grebe.flows.settings import EmbeddingSettings
 from grebe.flows.signals import sentences
 from grebe.types import Eligibility
 
-VERSION = "1"
+VERSION = "2"  # 2: the embedding is of the summary of text, OCR and transcript
 REASON_SUMMARY = "summary"
 REPLY_CONTEXT = "{reply}\n\nIn reply to: {parent}"
+#: How each part of the content enters the summary (a sentence boundary before each).
+PART_HEADINGS = {"ocr": "Text in the images: {}", "transcript": "Spoken: {}"}
 
 
 def central_sentences(vectors: np.ndarray, k: int) -> list[int]:
@@ -48,15 +55,28 @@ async def summarize(ctx: TaskContext, text: str) -> str:
     return await shared.shared(ctx, key, compute)
 
 
+def content_text(ctx: TaskContext) -> str:
+    """The post's text, then its OCR text and transcript, each its own sentence(s)."""
+    settings: EmbeddingSettings = shared.settings_of(ctx)
+    facts: MediaFacts = ctx.results["media"]
+    parts = [ctx.payload.post.text.strip()]
+    for name, value in (("ocr", facts.ocr_text), ("transcript", facts.transcript)):
+        value = value.strip()[: settings.max_part_chars]
+        if value:
+            parts.append(PART_HEADINGS[name].format(value.rstrip(".") + "."))
+    return "\n".join(p for p in parts if p)
+
+
 async def summary(ctx: TaskContext) -> str:
-    text = await summarize(ctx, ctx.payload.post.text)
+    text = await summarize(ctx, content_text(ctx))
     ctx.output.reasons[REASON_SUMMARY] = text
     return text
 
 
 async def embedding(ctx: TaskContext) -> list[float]:
-    vector = await shared.text_embedding(ctx)
-    ctx.output.embedding = vector.tolist()
+    """The vector of the summary (the post text when there is nothing to summarise)."""
+    text = ctx.results["summary"] or ctx.payload.post.text
+    ctx.output.embedding = (await shared.embed(ctx, text)).tolist()
     return ctx.output.embedding
 
 
@@ -81,9 +101,9 @@ PLAN = Plan(
     deps={
         "rate_limit": ["filter"],
         "media": ["rate_limit"],
-        "embedding": ["media"],
         "summary": ["media"],
-        "sink": ["embedding", "summary"],
+        "embedding": ["summary"],
+        "sink": ["embedding"],
     },
     eligibility=Eligibility.POST_EMBEDDING_WITH_SUMMARY.value,
     version=VERSION,

@@ -51,9 +51,13 @@ def plan_labels(settings: FlowSettings) -> dict[str, frozenset[str]]:
     """Every label each classifying plan can emit (topic tags and actions are data)."""
     ptos_settings = settings.plan(ptos.PLAN.name)
     actions = {f"{c}:{r.action}" for c, rules in ptos_settings.policies.items() for r in rules}
+    actions |= {f"{c}:{ptos.REVIEW}" for c in ptos.CATEGORIES} | {ptos.LABEL_NEEDS_REVIEW}
+    actions |= {f"{c}.{s}" for c, subs in ptos_settings.subtypes.items() for s in subs}
+    actions |= {f"sexual.{ptos_settings.media_subtype}"}
     abstain = LABEL_ABSTAIN
     return {
-        spam.PLAN.name: frozenset({spam.LABEL_SPAM, spam.LABEL_NOT_SPAM, abstain}),
+        spam.PLAN.name: frozenset({spam.LABEL_SPAM, spam.LABEL_NOT_SPAM, spam.LABEL_COORDINATED,
+                                   abstain}),
         safety.PLAN.name: frozenset({safety.LABEL_SAFE, safety.LABEL_NSFW, safety.LABEL_HATE,
                                      safety.LABEL_OFFENSIVE, safety.LABEL_INSULT,
                                      safety.LABEL_THREAT, abstain}),

@@ -50,6 +50,17 @@ class PtosCategories(msgspec.Struct):
     sexual: CategoryScore
     violence: CategoryScore
     self_harm: CategoryScore
+    child_safety: CategoryScore
+    violent_extremism: CategoryScore
+    civic_integrity: CategoryScore
+    illegal_goods: CategoryScore
+
+
+class ChildSafetyCheck(msgspec.Struct):
+    """The second, independent child-safety reader (its own prompt)."""
+
+    violation: bool
+    reason: str
 
 
 class BangerVerdict(msgspec.Struct):

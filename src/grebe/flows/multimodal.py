@@ -16,6 +16,7 @@ from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
 from grebe.flows import replies, shared
 from grebe.flows.settings import MultimodalSettings
+from grebe.flows.sinks import SinkRules, sink_with
 from grebe.types import Eligibility
 
 VERSION_V5 = "5"
@@ -68,7 +69,7 @@ async def concatenated_v4(ctx: TaskContext) -> list[float]:
 
 
 def _plan(eligibility: Eligibility, fuse_task: object, version: str, *,
-          for_reply: bool = False) -> Plan:
+          for_reply: bool = False, sink_rules: SinkRules | None = None) -> Plan:
     """The three variants share one shape; the for-reply one also needs the parent."""
     tasks = {
         "filter": shared.filters,
@@ -76,7 +77,7 @@ def _plan(eligibility: Eligibility, fuse_task: object, version: str, *,
         "media": shared.media_task,
         "parts": part_texts,
         "embedding": fuse_task,
-        "sink": shared.sink,
+        "sink": sink_with(sink_rules or SinkRules()),
     }
     deps = {
         "rate_limit": ["filter"],
@@ -92,6 +93,9 @@ def _plan(eligibility: Eligibility, fuse_task: object, version: str, *,
                 eligibility=eligibility.value, version=version)
 
 
-PLAN = _plan(Eligibility.MM_EMB_V5, fused_v5, VERSION_V5)
+# Grox's v5 sink skips the output topic for replies (the store still has them); the
+# for-reply variant publishes.
+PLAN = _plan(Eligibility.MM_EMB_V5, fused_v5, VERSION_V5,
+             sink_rules=SinkRules(publish_replies=False))
 FOR_REPLY_PLAN = _plan(Eligibility.MM_EMB_V5_FOR_REPLY, fused_v5, VERSION_V5, for_reply=True)
 V4_PLAN = _plan(Eligibility.MM_EMB_V4, concatenated_v4, VERSION_V4)

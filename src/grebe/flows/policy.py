@@ -29,7 +29,8 @@ CONFIG_SUFFIX = "+config."
 POLICY_KEYS = frozenset({
     "threshold", "nsfw_threshold", "hate_threshold", "offensive_threshold",
     "category_thresholds", "policies", "lexicons", "lexicon_hit_score",
-    "toxicity_threshold", "spam_threshold", "head_thresholds",
+    "toxicity_threshold", "spam_threshold", "head_thresholds", "subtypes",
+    "media_subtype", "child_safety_check_floor", "enforcement_history",
 })
 #: Actions that take reach or the post away; never taken on one weak signal.
 RESTRICTIVE_ACTIONS = frozenset({"remove", "limit_reach"})

@@ -1,10 +1,16 @@
-"""Safety PTOS: a two-step policy classifier.
+"""Safety PTOS: a two-step policy classifier with cross-checks.
 
-Step 1 (`categories`) scores six categories — spam, hate, harassment, sexual, violence,
-self-harm — each with a reason. Step 2 (`policy`) runs only for the categories that
-matched (score >= the category's threshold) and picks the policy action for each:
-locally from the configured score ladder, or by asking the chat model per category.
-Labels: `<category>` for each match and `<category>:<action>` for each decision.
+Step 1 (`categories`) scores ten categories — spam, hate, harassment, sexual, violence,
+self-harm, child safety, violent extremism, civic integrity, illegal/regulated goods —
+each with a reason (grebe.flows.ptos_depth for the last four: two signals each).
+`cross_check` asks a second reader about child safety (a second prompt, or locally the
+media/heads signals) and cross-validates sexual text against the NSFW image score:
+a disagreement is labelled `needs_review` with its reason, never dropped. Step 2
+(`policy`) runs only for the matched categories and picks the action of the matched
+subtype's rules, escalated for an author with an enforcement history: locally from the
+score ladder, or by asking the chat model per category.
+Labels: `<category>` per match, `<category>.<subtype>` when a subtype matched,
+`<category>:<action>` per decision (`<category>:review` when the readers disagree).
 """
 
 from __future__ import annotations
@@ -13,16 +19,32 @@ from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
 from grebe.flows import judge, language, llm, shared
 from grebe.flows.policy import RESTRICTIVE_ACTIONS
+from grebe.flows.ptos_depth import (
+    CHILD_SAFETY,
+    DEPTH_CATEGORIES,
+    LABEL_NEEDS_REVIEW,
+    REVIEW_PREFIX,
+    SEXUAL,
+    CrossCheck,
+    depth_categories,
+    disagreement,
+    local_child_safety_check,
+    sexual_cross_validation,
+    subtype_of,
+)
 from grebe.flows.ptos_rules import Scored
 from grebe.flows.ptos_rules import legacy as legacy_categories
 from grebe.flows.ptos_rules import with_heads as head_categories
 from grebe.flows.services import MediaFacts
-from grebe.flows.settings import PtosSettings
+from grebe.flows.settings import PolicyRule, PtosSettings
+from grebe.flows.sinks import SinkRules, sink_with
 from grebe.types import Eligibility
 
 VERSION = "1"
 LABEL_ONLY = "label"  # the mildest action: a label, nothing taken away
-CATEGORIES = ("spam", "hate", "harassment", "sexual", "violence", "self_harm")
+REVIEW = "review"  # the action when two readers disagree: a person decides
+CATEGORIES = ("spam", "hate", "harassment", "sexual", "violence", "self_harm",
+              *DEPTH_CATEGORIES)
 
 
 def text_of(ctx: TaskContext) -> str:
@@ -64,6 +86,7 @@ async def local_categories(ctx: TaskContext, settings: PtosSettings) -> dict[str
     else:
         why_not = await language.local_abstain(ctx, TEXT_MODELS)
         scored = legacy_categories(ctx, settings, text)
+    scored.update(depth_categories(text, settings))
     if why_not:
         scored = {c: (0.0, why_not, False) for c in CATEGORIES}
         limit = settings.category_thresholds.get("sexual", 1.0)
@@ -100,14 +123,88 @@ async def categories(ctx: TaskContext) -> dict[str, float]:
     return matched
 
 
-async def policy(ctx: TaskContext) -> dict[str, str]:
-    """Step 2, only for matched categories: the action the policy calls for."""
+def flag_review(ctx: TaskContext, category: str, why: str) -> None:
+    if LABEL_NEEDS_REVIEW not in ctx.output.labels:
+        ctx.output.labels.append(LABEL_NEEDS_REVIEW)
+    ctx.output.reasons[f"{REVIEW_PREFIX}{category}"] = why
+
+
+async def cross_check(ctx: TaskContext) -> dict[str, str]:
+    """Child safety by a second reader, and sexual text against the images: each
+    disagreement ({category: why}) goes to review."""
     settings: PtosSettings = shared.settings_of(ctx)
+    text, facts = text_of(ctx), ctx.results["media"]
+    score = ctx.output.scores.get(f"ptos.{CHILD_SAFETY}", 0.0)
+    matched = CHILD_SAFETY in ctx.results["categories"]
+    first: Scored = (score, ctx.output.reasons.get(f"ptos.{CHILD_SAFETY}", "no matching terms"),
+                     matched)
+    second: CrossCheck | None = None
+    if ctx.services.settings.backend(ctx.plan) == "llm":
+        if matched or score >= settings.child_safety_check_floor:
+            answer = await llm.ask(ctx, "ptos_child_safety_check", llm.ChildSafetyCheck,
+                                   text=ctx.payload.post.text,
+                                   ocr_text=facts.ocr_text or "(none)")
+            second = CrossCheck(answer.violation, f"second prompt: {answer.reason}")
+    else:
+        second = local_child_safety_check(text, facts, settings,
+                                          await judge.verdicts(ctx, text))
+    review: dict[str, str] = {}
+    why = disagreement(CHILD_SAFETY, first, second) if second is not None else None
+    if why:
+        review[CHILD_SAFETY] = why
+    elif second is not None and matched:
+        ctx.output.reasons[f"ptos.{CHILD_SAFETY}"] += f"; confirmed: {second.reason}"
+    sexual_why = sexual_cross_validation(text, facts, settings)
+    if sexual_why:
+        review[SEXUAL] = sexual_why
+    for category, reason in review.items():
+        flag_review(ctx, category, reason)
+    return review
+
+
+def rules_for(settings: PtosSettings, category: str, subtype: str | None) -> list[PolicyRule]:
+    """The subtype's own rules when it has any, else the category's general ones;
+    strictest (highest min_score) first."""
+    every = settings.policies.get(category, [])
+    own = [r for r in every if subtype is not None and r.subtype == subtype]
+    return sorted(own or [r for r in every if r.subtype is None], key=lambda r: -r.min_score)
+
+
+async def escalation(ctx: TaskContext, settings: PtosSettings, category: str) -> str | None:
+    """Why the author's enforcement history calls for the strictest action, or None."""
+    history = ctx.services.enforcement
+    if history is None:
+        return None
+    conf = settings.enforcement_history
+    post = ctx.payload.post
+    prior = await history.prior(post.author_id, category, post.id)
+    if len(prior) < conf.escalate_after:
+        return None
+    return (f"escalated: author has {len(prior)} prior {category} action(s) within "
+            f"{conf.window_s:g}s (>= {conf.escalate_after})")
+
+
+async def policy(ctx: TaskContext) -> dict[str, str]:
+    """Step 2, only for matched categories: the action the policy calls for; a category
+    whose readers disagreed is left to review."""
+    settings: PtosSettings = shared.settings_of(ctx)
+    text, facts = text_of(ctx), ctx.results["media"]
     decisions: dict[str, str] = {}
+    review = ctx.results["cross_check"]
+    if CHILD_SAFETY in review:
+        decisions[CHILD_SAFETY] = REVIEW
+        ctx.output.labels.append(f"{CHILD_SAFETY}:{REVIEW}")
+        ctx.output.reasons[f"policy.{CHILD_SAFETY}"] = f"{REVIEW}: {review[CHILD_SAFETY]}"
     for category, score in ctx.results["categories"].items():
-        rules = sorted(settings.policies.get(category, []), key=lambda r: -r.min_score)
+        if category in decisions:
+            continue
+        subtype = subtype_of(category, text, facts, settings)
+        if subtype is not None:
+            ctx.output.labels.append(f"{category}.{subtype}")
+        rules = rules_for(settings, category, subtype)
         if not rules:
             continue
+        escalate = await escalation(ctx, settings, category)
         if ctx.services.settings.backend(ctx.plan) == "llm":
             actions = [r.action for r in rules]
             answer = await llm.ask(
@@ -116,9 +213,13 @@ async def policy(ctx: TaskContext) -> dict[str, str]:
                 actions=", ".join(actions), text=ctx.payload.post.text,
             )
             action, why = answer["action"], answer["reason"]
+            if escalate:
+                action, why = rules[0].action, f"{why}; {escalate}"
         else:
             rule = next((r for r in rules if score >= r.min_score), rules[-1])
             action, why = rule.action, f"score {score:.2f} >= {rule.min_score:.2f}"
+            if escalate:
+                action, why = rules[0].action, f"{why}; {escalate}"
             found = await language.guess(ctx)
             if action in RESTRICTIVE_ACTIONS and found.code is None:
                 # Models misread short texts of unknown language: no remove/limit on them.
@@ -126,9 +227,14 @@ async def policy(ctx: TaskContext) -> dict[str, str]:
                               LABEL_ONLY)
                 why = f"{why}; {action} capped to {milder}: language {found.describe()}"
                 action = milder
+        if subtype is not None:
+            why = f"subtype {subtype}; {why}"
         decisions[category] = action
         ctx.output.labels.append(f"{category}:{action}")
         ctx.output.reasons[f"policy.{category}"] = f"{action}: {why}"
+        if ctx.services.enforcement is not None and action != LABEL_ONLY:
+            await ctx.services.enforcement.record(ctx.payload.post.author_id,
+                                                  ctx.payload.post.id, category, action)
     return decisions
 
 
@@ -141,8 +247,9 @@ PLAN = Plan(
         "spam": spam,
         "toxicity": toxicity,
         "categories": categories,
+        "cross_check": cross_check,
         "policy": policy,
-        "sink": shared.sink,
+        "sink": sink_with(SinkRules(post_flags=frozenset({*CATEGORIES, LABEL_NEEDS_REVIEW}))),
     },
     deps={
         "rate_limit": ["filter"],
@@ -150,7 +257,8 @@ PLAN = Plan(
         "spam": ["media"],
         "toxicity": ["media"],
         "categories": ["spam", "toxicity"],
-        "policy": ["categories"],
+        "cross_check": ["categories"],
+        "policy": ["cross_check"],
         "sink": ["policy"],
     },
     eligibility=Eligibility.SAFETY_PTOS.value,

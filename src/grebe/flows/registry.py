@@ -15,10 +15,13 @@ from grebe.core.bundle import PlanBundle
 from grebe.core.memo import SharedCache
 from grebe.core.plan import Plan
 from grebe.flows import banger, embeddings, multimodal, ptos, replies, safety, spam
+from grebe.flows.coordination import CoordinationIndex
+from grebe.flows.enforcement import EnforcementHistory
 from grebe.flows.llm import PromptBook
 from grebe.flows.services import FlowServices, PlanLimiter, RecentKeys
 from grebe.flows.settings import FlowSettings
 from grebe.flows.signals import AuthorMemory
+from grebe.flows.sinks import FlagRecords
 
 if TYPE_CHECKING:
     from grebe.config import GrebeConfig
@@ -50,6 +53,8 @@ def assemble(
 ) -> FlowServices:
     """FlowServices from already-built parts (the bundle, `grebe analyze` and tests)."""
     memory = settings.author_memory
+    history = settings.plan(ptos.PLAN.name).enforcement_history
+    campaigns = settings.plan(spam.PLAN.name).coordination
     return FlowServices(
         settings=settings,
         embedder=models.embedder,
@@ -71,6 +76,12 @@ def assemble(
             (settings.plan(p.name).dedupe_ttl_s for p in PLANS), default=1.0) or 1.0),
         plan_versions={plan.name: plan.version for plan in PLANS},
         heads=getattr(models, "heads", None),
+        enforcement=EnforcementHistory(store, entries_per_author=history.entries_per_author,
+                                       window_s=history.window_s),
+        records=FlagRecords(store),
+        coordination=CoordinationIndex(max_entries=campaigns.max_entries,
+                                       window_s=campaigns.window_s,
+                                       max_distance=campaigns.max_distance),
     )
 
 

@@ -17,6 +17,7 @@ from grebe.core.task import TaskContext
 from grebe.flows import judge, language, llm, shared
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import SafetySettings
+from grebe.flows.sinks import SinkRules, sink_with
 from grebe.types import Eligibility
 
 VERSION = "1"
@@ -163,7 +164,10 @@ PLAN = Plan(
         "post_text": post_text,
         "media_text": media_text,
         "classify": classify,
-        "sink": shared.sink,
+        # Grox: no output topic for post safety; its flags are OR-merged into the post.
+        "sink": sink_with(SinkRules(publish=False, post_flags=frozenset(
+            {LABEL_NSFW, LABEL_HATE, LABEL_INSULT, LABEL_THREAT,
+             shared.LABEL_MEDIA_UNCHECKED}))),
     },
     deps={
         "rate_limit": ["filter"],

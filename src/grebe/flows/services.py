@@ -154,6 +154,9 @@ class FlowServices:
     dedupe: RecentKeys = field(default_factory=RecentKeys)
     plan_versions: dict[str, str] = field(default_factory=dict)  # filled by the registry
     heads: TextHeadScorer | None = None  # None: the pre-heads models judge text
+    enforcement: Any = None  # grebe.flows.enforcement.EnforcementHistory (PTOS policy step)
+    coordination: Any = None  # grebe.flows.coordination.CoordinationIndex (spam plans)
+    records: Any = None  # grebe.flows.sinks.FlagRecords (OR-merged boolean metadata)
 
 
 def first(rows: Sequence[dict[str, float]]) -> dict[str, float]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from grebe.config import validation_problems
 from grebe.errors import ConfigError
@@ -49,6 +49,28 @@ class PlanSettings(_Section):
     head_thresholds: dict[str, float] = Field(default_factory=dict)
 
 
+class ReplyFilterSettings(_Section):
+    """Which replies the spam plan judges (grebe.flows.thread). Grox's defaults:
+    replies in threads whose parent and root authors both have <= 60,000 followers
+    (bigger threads go to reply ranking), never self-replies, never replies to the
+    platform's own bot accounts (their ids: `bot_account_ids`)."""
+
+    max_parent_followers: int | None = Field(default=60_000, ge=0)  # None: no limit
+    max_root_followers: int | None = Field(default=60_000, ge=0)
+    skip_self_replies: bool = True
+    bot_account_ids: list[str] = Field(default_factory=list)
+
+
+class CoordinationSettings(_Section):
+    """Coordinated spam (grebe.flows.coordination): near-identical texts from at least
+    `min_accounts` accounts within `window_s`."""
+
+    min_accounts: int = Field(default=5, ge=2)
+    window_s: float = Field(default=3600.0, gt=0)
+    max_distance: int = Field(default=3, ge=0, le=32)  # SimHash bits that may differ
+    max_entries: int = Field(default=20_000, ge=1)
+
+
 class SpamSettings(PlanSettings):
     # The head is trained on e-mail (long texts plus subject lines and body leads);
     # short promotional-sounding posts still reach 0.85 on it (the demo's coffee caption),
@@ -63,6 +85,8 @@ class SpamSettings(PlanSettings):
     shouting_min_letters: int = Field(default=12, ge=1)
     repetition_min_tokens: int = Field(default=8, ge=1)
     duplicate_saturation: int = Field(default=2, ge=1)  # earlier copies by the author = 1.0
+    reply_filter: ReplyFilterSettings = Field(default_factory=lambda: ReplyFilterSettings())
+    coordination: CoordinationSettings = Field(default_factory=lambda: CoordinationSettings())
 
 
 class SafetySettings(PlanSettings):
@@ -74,6 +98,7 @@ class SafetySettings(PlanSettings):
 class PolicyRule(_Section):
     min_score: float = Field(ge=0, le=1)
     action: str
+    subtype: str | None = None  # None: any subtype without rules of its own
 
 
 def _default_policies() -> dict[str, list[PolicyRule]]:
@@ -84,6 +109,10 @@ def _default_policies() -> dict[str, list[PolicyRule]]:
         "sexual": [(0.9, "sensitive_media"), (0.0, "label")],
         "violence": [(0.9, "remove"), (0.0, "label")],
         "self_harm": [(0.0, "show_resources")],
+        "child_safety": [(0.0, "remove_and_report")],
+        "violent_extremism": [(0.0, "remove")],
+        "civic_integrity": [(0.0, "label")],
+        "illegal_goods": [(0.0, "remove")],
     }
     return {c: [PolicyRule(min_score=s, action=a) for s, a in rules] for c, rules in table.items()}
 
@@ -95,7 +124,44 @@ def _default_lexicons() -> dict[str, list[str]]:
         "self_harm": ["kill myself", "suicide", "self harm", "self-harm", "cut myself",
                       "end my life", "want to die"],
         "targeting": ["you", "your", "you're", "u ", "ur "],
+        # Two lists per category without labelled data (grebe.flows.ptos_depth).
+        "minor": ["child", "kid", "kids", "minor", "underage", "preteen", "schoolgirl",
+                  "schoolboy", "12yo", "13yo", "14yo", "15yo"],
+        "extremist": ["isis", "daesh", "al-qaeda", "jihad", "caliphate", "neo-nazi"],
+        "extremist_support": ["join us", "join the", "martyr", "pledge allegiance",
+                              "attack on", "support the"],
+        "civic_process": ["vote", "voting", "ballot", "polls", "election day", "polling station"],
+        "civic_claim": ["by text", "by sms", "polls are closed", "polls closed",
+                        "election is cancelled", "vote tomorrow instead", "no id needed"],
+        "regulated_goods": ["cocaine", "heroin", "meth", "fentanyl", "mdma", "ghost gun",
+                            "unregistered gun", "fake passport", "fake id", "oxycodone"],
+        "sale_offer": ["for sale", "dm to order", "dm me to buy", "buy now", "shipping",
+                       "price", "order now", "in stock"],
     }
+
+
+def _default_subtypes() -> dict[str, dict[str, list[str]]]:
+    return {
+        "illegal_goods": {"drugs": ["cocaine", "heroin", "meth", "fentanyl", "mdma",
+                                    "oxycodone"],
+                          "weapons": ["ghost gun", "unregistered gun"],
+                          "documents": ["fake passport", "fake id"]},
+        "sexual": {"solicitation": ["onlyfans", "sex video"]},
+        "violence": {"threat": ["kill you", "beat you up"]},
+        "civic_integrity": {"voting_procedure": ["by text", "by sms", "no id needed"],
+                            "election_date": ["polls are closed", "polls closed",
+                                              "election is cancelled", "vote tomorrow instead"]},
+    }
+
+
+class EnforcementHistorySettings(_Section):
+    """Per-author record of past enforcement in the annotation store: a repeat offender
+    gets the category's strictest action. Bounded per author (newest entries in the
+    window), so a row never grows with the author's history."""
+
+    escalate_after: int = Field(default=3, ge=1)  # prior actions in the window, same category
+    window_s: float = Field(default=30 * 24 * 3600.0, gt=0)
+    entries_per_author: int = Field(default=32, ge=1)
 
 
 class PtosSettings(PlanSettings):
@@ -105,11 +171,20 @@ class PtosSettings(PlanSettings):
         default_factory=lambda: {
             "spam": 0.8, "hate": 0.5, "harassment": 0.6,
             "sexual": 0.7, "violence": 0.6, "self_harm": 0.5,
+            "child_safety": 0.5, "violent_extremism": 0.6, "civic_integrity": 0.6,
+            "illegal_goods": 0.6,
         }
     )
     policies: dict[str, list[PolicyRule]] = Field(default_factory=_default_policies)
     lexicons: dict[str, list[str]] = Field(default_factory=_default_lexicons)
     lexicon_hit_score: float = Field(default=0.75, ge=0, le=1)  # one hit; each more adds half
+    # category -> {subtype: phrases}, first match wins; a rule with `subtype` applies to it.
+    subtypes: dict[str, dict[str, list[str]]] = Field(default_factory=_default_subtypes)
+    media_subtype: str = "explicit_media"  # sexual content the images alone show
+    # On the LLM path the second child-safety prompt runs from this first-pass score up.
+    child_safety_check_floor: float = Field(default=0.2, ge=0, le=1)
+    enforcement_history: EnforcementHistorySettings = Field(
+        default_factory=lambda: EnforcementHistorySettings())
 
 
 class BangerSettings(PlanSettings):
@@ -135,6 +210,23 @@ class BangerSettings(PlanSettings):
             "finance": "money stock market invest bank crypto price",
         }
     )
+    # Topic -> its category in the taxonomy (`category:<name>` labels). Every configured
+    # topic needs one: an unknown name is a config error at start, not a silent gap.
+    taxonomy: dict[str, str] = Field(
+        default_factory=lambda: {
+            "sports": "sports", "technology": "science_and_technology",
+            "politics": "news_and_politics", "music": "entertainment",
+            "food": "lifestyle", "science": "science_and_technology",
+            "animals": "lifestyle", "finance": "business_and_finance",
+        }
+    )
+
+    @model_validator(mode="after")
+    def _every_topic_has_a_category(self) -> BangerSettings:
+        missing = sorted(set(self.topics) - set(self.taxonomy))
+        if missing:
+            raise ValueError(f"topics {missing} have no category in `taxonomy`")
+        return self
 
 
 class ReplySettings(PlanSettings):
@@ -142,11 +234,20 @@ class ReplySettings(PlanSettings):
     relevance_bins: list[float] = Field(default_factory=lambda: [0.15, 0.3, 0.5])  # -> 1, 2, 3
     toxicity_threshold: float = Field(default=0.6, ge=0, le=1)
     spam_threshold: float = Field(default=0.8, ge=0, le=1)
+    # Follower gate: rank only replies in threads whose parent or root author has at
+    # least this many followers (Grox: > 60,000; 0: every reply, unknown counts too).
+    min_thread_followers: int = Field(default=0, ge=0)
+    max_thread_posts: int = Field(default=4, ge=1)  # the parent and the posts above it
+    skip_self_replies: bool = True
+    # A reply scored 0 in a thread this visible is labelled risky_high_viz_reply
+    # (verified authors exempt), so it can be held back where it would be seen most.
+    high_visibility_followers: int = Field(default=60_000, ge=0)
 
 
 class EmbeddingSettings(PlanSettings):
     summary_sentences: int = Field(default=2, ge=1)
     max_sentences: int = Field(default=10, ge=1)  # longer texts: only the first ones rank
+    max_part_chars: int = Field(default=2000, ge=1)  # of OCR text and transcript each
 
 
 class ReplyEmbeddingSettings(EmbeddingSettings):

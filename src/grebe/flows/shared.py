@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -20,6 +20,9 @@ from grebe import codec
 from grebe.core.task import SkipTask, TaskContext, TaskSpec
 from grebe.flows.services import FlowServices, MediaFacts, MediaHydrator, first
 from grebe.types import Annotation, Post, post_fingerprint
+
+if TYPE_CHECKING:
+    from grebe.flows.sinks import SinkRules
 
 T = TypeVar("T")
 
@@ -268,10 +271,16 @@ async def transcript(ctx: TaskContext) -> str:
     return facts.transcript
 
 
-async def sink(ctx: TaskContext) -> Annotation:
-    """Upsert the plan's annotation (idempotent by post, producer, version) and publish
-    it to the output topic; then remember the post for the plan's dedupe window."""
+async def sink(ctx: TaskContext, rules: SinkRules | None = None) -> Annotation:
+    """Upsert the plan's annotation (idempotent by post, producer, version), apply the
+    plan's flags to the post/author records and publish it to the output topic, as the
+    plan's `rules` (grebe.flows.sinks) say; then remember the post for the plan's dedupe
+    window."""
     from grebe.flows.language import record
+    from grebe.flows.sinks import POST_RECORD, USER_KEY_PREFIX, USER_RECORD
+    from grebe.flows.sinks import SinkRules as Rules
+
+    rules = rules or Rules()
 
     services = services_of(ctx)
     out, post = ctx.output, ctx.payload.post
@@ -290,7 +299,15 @@ async def sink(ctx: TaskContext) -> Annotation:
         policy_version=services.settings.policy_version or None,
     )
     await services.store.upsert([annotation])
-    if services.producer is not None:
+    labels = set(out.labels)
+    if services.records is not None and labels & rules.post_flags:
+        await services.records.merge(POST_RECORD, post.id, labels & rules.post_flags, ctx.plan,
+                                     annotation.content_fingerprint, annotation.policy_version)
+    if services.records is not None and labels & rules.author_flags:
+        await services.records.merge(USER_RECORD, f"{USER_KEY_PREFIX}{post.author_id}",
+                                     labels & rules.author_flags, ctx.plan,
+                                     policy_version=annotation.policy_version)
+    if services.producer is not None and rules.publishes(post.is_reply):
         await services.producer.publish(
             services.output_topic, post.id.encode(), codec.encode(annotation)
         )

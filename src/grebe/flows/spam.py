@@ -7,21 +7,50 @@ e-mail spam head, the offensive-language model and cheap signals (links, shoutin
 repetition, duplicates) in a weighted noisy-or. Either way the models abstain
 (`abstain`, reason `unsupported_language`) on a post in a language they do not cover.
 Text read from attached images (OCR) is scored with the post text: image spam is spam.
+
+Replies first pass the reply filter (grebe.flows.thread): no self-replies, no replies to
+the platform's own bot accounts, only threads up to the follower limits (bigger ones are
+reply ranking's). Every post is also checked for coordination (grebe.flows.coordination):
+the same text from `min_accounts` accounts within the window is `coordinated_spam`, and
+spam, whatever the classifier said about the one post.
 """
 
 from __future__ import annotations
 
 from grebe.core.plan import Plan
-from grebe.core.task import TaskContext
+from grebe.core.task import SkipTask, TaskContext
 from grebe.flows import judge, language, llm, shared
+from grebe.flows.coordination import Campaign
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import SpamSettings
 from grebe.flows.signals import TextSignals, text_signals
+from grebe.flows.sinks import SinkRules, sink_with
+from grebe.flows.thread import spam_reply_skip, thread_facts
 from grebe.types import Eligibility
 
 VERSION = "1"
 LABEL_SPAM = "spam"
 LABEL_NOT_SPAM = "not_spam"
+LABEL_COORDINATED = "coordinated_spam"
+
+
+async def reply_filter(ctx: TaskContext) -> None:
+    """Skip, before any model runs, the replies this plan does not judge."""
+    if not ctx.payload.post.is_reply:
+        return
+    settings: SpamSettings = shared.settings_of(ctx)
+    why = spam_reply_skip(thread_facts(ctx.payload), settings.reply_filter)
+    if why:
+        raise SkipTask(why)
+
+
+async def coordination(ctx: TaskContext) -> Campaign | None:
+    """How many accounts posted this text (near-identical) within the window."""
+    index = ctx.services.coordination
+    if index is None:
+        return None
+    post = ctx.payload.post
+    return index.observe(post.id, post.author_id, full_text(ctx))  # type: ignore[no-any-return]
 
 
 def full_text(ctx: TaskContext) -> str:
@@ -111,12 +140,29 @@ def combine(head_p: float, sig: TextSignals, offensive_p: float,
     return 1.0 - miss, "; ".join(name for name, _ in ranked) or "no spam signal"
 
 
+def flag_coordination(ctx: TaskContext, settings: SpamSettings) -> bool:
+    """Label a coordinated post (whatever its language: no text model is involved)."""
+    campaign: Campaign | None = ctx.results["coordination"]
+    if campaign is None or campaign.accounts < settings.coordination.min_accounts:
+        return False
+    ctx.output.labels.append(LABEL_COORDINATED)
+    ctx.output.scores[LABEL_COORDINATED] = float(campaign.accounts)
+    ctx.output.reasons[LABEL_COORDINATED] = (
+        f"near-identical text from {campaign.accounts} accounts within "
+        f"{settings.coordination.window_s:g}s (>= {settings.coordination.min_accounts}); "
+        f"e.g. posts {', '.join(campaign.posts)}")
+    return True
+
+
 async def classify(ctx: TaskContext) -> float:
     settings: SpamSettings = shared.settings_of(ctx)
+    coordinated = flag_coordination(ctx, settings)
     why_not = await abstain(ctx)
     if why_not:
         ctx.output.labels.append(language.LABEL_ABSTAIN)
         ctx.output.reasons[LABEL_SPAM] = why_not
+        if coordinated:
+            ctx.output.labels.append(LABEL_SPAM)
         return 0.0
     if ctx.services.settings.backend(ctx.plan) == "llm":
         # The model's yes/no decides the label; its score is reported as given.
@@ -128,6 +174,7 @@ async def classify(ctx: TaskContext) -> float:
         score, reason = combine(ctx.results["head"], ctx.results["signals"],
                                 ctx.results["offensive"], settings)
         is_spam = score >= settings.threshold
+    is_spam = is_spam or coordinated
     ctx.output.labels.append(LABEL_SPAM if is_spam else LABEL_NOT_SPAM)
     ctx.output.scores[LABEL_SPAM] = round(score, 4)
     ctx.output.reasons[LABEL_SPAM] = reason
@@ -138,21 +185,26 @@ PLAN = Plan(
     Eligibility.SPAM_COMMENT.value,
     tasks={
         "filter": shared.filters,
+        "reply_filter": reply_filter,
         "rate_limit": shared.rate_limit,
         "media": shared.media_task,
         "head": head,
         "offensive": offensive,
         "signals": signals,
+        "coordination": coordination,
         "classify": classify,
-        "sink": shared.sink,
+        "sink": sink_with(SinkRules(post_flags=frozenset({LABEL_SPAM, LABEL_COORDINATED}),
+                                    author_flags=frozenset({LABEL_COORDINATED}))),
     },
     deps={
-        "rate_limit": ["filter"],
+        "reply_filter": ["filter"],
+        "rate_limit": ["reply_filter"],
         "media": ["rate_limit"],
         "head": ["media"],
         "offensive": ["media"],
         "signals": ["media"],
-        "classify": ["head", "offensive", "signals"],
+        "coordination": ["media"],
+        "classify": ["head", "offensive", "signals", "coordination"],
         "sink": ["classify"],
     },
     eligibility=Eligibility.SPAM_COMMENT.value,

@@ -1,0 +1,92 @@
+"""Sink rules per plan, declared in the plan (`"sink": sink_with(SinkRules(...))`), not
+in sink code: whether the annotation goes to the output topic (for replies too), and
+which labels are applied to the post's and the author's records as boolean metadata.
+
+Why records: an annotation is one plan's verdict on one post; a consumer that asks "is
+this post / this author flagged?" should not have to read every plan's rows and know
+which labels count. A record is OR-merged: a flag, once set by any plan, stays set
+(Grox's bool metadata upsert), and every plan adds to it without clearing another's.
+Records live in the annotation store as rows of their own producer
+(`record.post` under the post id, `record.user` under `user:<author id>`), so every
+store backend (memory, SQLite, PostgreSQL) keeps them without a new table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from grebe.core.task import TaskContext
+from grebe.stores.base import AnnotationStore
+from grebe.types import Annotation
+
+POST_RECORD = "record.post"
+USER_RECORD = "record.user"
+USER_KEY_PREFIX = "user:"  # user records share the store's post-id column
+RECORD_VERSION = "1"
+
+
+@dataclass(frozen=True, slots=True)
+class SinkRules:
+    """What a plan's sink does besides writing its annotation."""
+
+    publish: bool = True  # send the annotation to the output topic
+    publish_replies: bool = True  # False: replies are stored, not published
+    post_flags: frozenset[str] = field(default_factory=frozenset)  # applied to the post
+    author_flags: frozenset[str] = field(default_factory=frozenset)  # to its author
+
+    def publishes(self, is_reply: bool) -> bool:
+        return self.publish and (self.publish_replies or not is_reply)
+
+
+class FlagRecords:
+    """OR-merge of boolean flags into post and user records in the annotation store.
+    A lock per record key serialises the read-merge-write of plans of one payload that
+    finish together (they run in one engine process)."""
+
+    def __init__(self, store: AnnotationStore) -> None:
+        self._store = store
+        # Weak: a key's lock lives while some merge holds it, so the map stays small.
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary())
+
+    async def merge(self, producer: str, key: str, flags: set[str], plan: str,
+                    fingerprint: str = "", policy_version: str | None = None) -> set[str]:
+        """Set `flags` on the record (never clears one); returns the merged flags. The
+        record carries the policy version of its latest change."""
+        lock = self._locks.get(f"{producer}:{key}")
+        if lock is None:
+            lock = self._locks[f"{producer}:{key}"] = asyncio.Lock()
+        async with lock:
+            current = await self.flags(producer, key)
+            merged = current | flags
+            if merged != current:
+                reasons = {f: plan for f in flags - current}
+                previous = await self._row(producer, key)
+                if previous is not None:
+                    reasons = {**previous.reasons, **reasons}
+                await self._store.upsert([Annotation(
+                    post_id=key, producer=producer, version=RECORD_VERSION,
+                    labels=sorted(merged), reasons=reasons, content_fingerprint=fingerprint,
+                    policy_version=policy_version)])
+            return merged
+
+    async def _row(self, producer: str, key: str) -> Annotation | None:
+        return next((a for a in await self._store.get(key) if a.producer == producer), None)
+
+    async def flags(self, producer: str, key: str) -> set[str]:
+        row = await self._row(producer, key)
+        return set(row.labels) if row is not None else set()
+
+
+def sink_with(rules: SinkRules) -> Callable[[TaskContext], Awaitable[Annotation]]:
+    """The plan's sink task under `rules` (grebe.flows.shared.sink does the writing)."""
+    from grebe.flows import shared
+
+    async def sink(ctx: TaskContext) -> Annotation:
+        return await shared.sink(ctx, rules)
+
+    sink.__doc__ = f"shared.sink under {rules}"
+    return sink
