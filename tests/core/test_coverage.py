@@ -92,3 +92,16 @@ def test_readme_feed_recipe_without_factory_fails_at_start(tmp_path, monkeypatch
     text = caplog.text
     assert "post_embedding_with_summary, post_safety" in text
     assert C.FLOWS_PLANS_FACTORY in text
+
+
+def test_a_settings_section_for_a_plan_no_stream_runs_is_a_warning(tmp_path, caplog):
+    """One plans file (default.yaml's) shared by deployments that run a few streams, or
+    grebe eval running two plans with it: settings for idle plans are not an error."""
+    config = _config(
+        tmp_path, streams=[{"name": "a", "eligibilities": ["post_safety"]}],
+        plans={"factory": C.FLOWS_PLANS_FACTORY, "reply_ranking": {"relevance_bins": [0.2]}},
+    )
+    with caplog.at_level("WARNING", logger="grebe.core.coverage"):
+        coverage = verify(config)
+    assert "reply_ranking" in coverage.unreached
+    assert "configured in plans: " in caplog.text and "reply_ranking" in caplog.text

@@ -1,10 +1,13 @@
 """Config that cannot silently do nothing: streams, plans and the factory must agree.
 
 A stream whose eligibilities no plan serves consumes and commits every post and writes
-nothing; a plan configured (in `plans.enabled` or its own `plans.<name>` section) that no
-stream reaches, or that the plans factory does not have, is a setting that does nothing.
-Each is a ConfigError at start that names every such stream, eligibility and plan, so a
-typo or a forgotten `plans.factory` fails loudly instead of running empty.
+nothing; a plan configured (in `plans.enabled` or its own `plans.<name>` section) that the
+plans factory does not have is a setting that does nothing. Each is a ConfigError at start
+that names every such stream, eligibility and plan, so a typo or a forgotten
+`plans.factory` fails loudly instead of running empty; so is a plan listed in
+`plans.enabled` that no stream reaches. A plan that only has a `plans.<name>` settings
+section and no stream is warned about: one plans file often serves deployments that run
+a subset (and `grebe eval` runs a few plans with the full file).
 
 Plans a factory enables by default (every flow of `grebe.flows.registry`) may go
 unreached: a deployment runs the streams it needs. Those are listed in the start log.
@@ -81,9 +84,15 @@ def check_coverage(config: GrebeConfig, plan_eligibilities: Iterable[tuple[str, 
         problems.append(f"plans.factory {factory!r} has no plan named {', '.join(lacking)}")
     reached = {e for stream in config.streams for e in stream.eligibilities}
     unreached = sorted(name for name, e in plans.items() if e not in reached)
-    idle = sorted(set(unreached) & named)
-    if idle:
+    enabled = config.plans.get("enabled")
+    wanted = {str(n) for n in enabled} if isinstance(enabled, list) else set()
+    idle = sorted(set(unreached) & wanted)
+    if idle:  # enabled on purpose, yet no stream reaches it
         problems.append(f"no stream reaches the configured plan(s) {', '.join(idle)}")
+    if quiet := sorted((set(unreached) & named) - wanted):
+        # settings sections for plans this deployment does not run (one shared plans
+        # file, grebe eval's subsets): worth a warning, not a refusal to start
+        log.warning("no stream reaches the plan(s) configured in plans: %s", ", ".join(quiet))
     if problems:
         hint = ""
         if factory == C.DEFAULT_PLANS_FACTORY and (lacking or any("stream" in p for p in problems)):
@@ -92,7 +101,7 @@ def check_coverage(config: GrebeConfig, plan_eligibilities: Iterable[tuple[str, 
                 f" the flows are in plans.factory: {C.FLOWS_PLANS_FACTORY})"
             )
         raise ConfigError("config does nothing for: " + "; ".join(problems) + hint)
-    return Coverage(served=served, unreached=[p for p in unreached if p not in named])
+    return Coverage(served=served, unreached=unreached)
 
 
 def verify(config: GrebeConfig) -> Coverage:

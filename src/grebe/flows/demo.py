@@ -223,9 +223,11 @@ async def run_demo(
         stats.runs += 1
         stats.statuses[run.status.value] += 1
         stats.durations.append(run.duration_s)
+    # Only the plans' own verdicts: the store also holds post/user records and
+    # enforcement history that plans write beside them (flows/sinks.py, ptos_depth.py).
+    annotations = [a for a in annotations if a.producer in flows]
     for annotation in annotations:
-        flows.setdefault(annotation.producer, FlowStats(annotation.producer)).labels.update(
-            annotation.labels)
+        flows[annotation.producer].labels.update(annotation.labels)
     by_id = {item.post.id: item for item in demo}
     examples: dict[str, list[tuple[DemoPost, Annotation]]] = defaultdict(list)
     for annotation in annotations:
