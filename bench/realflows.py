@@ -253,6 +253,17 @@ def model_limit(n: int) -> dict:
             "models": [type(p).__name__ for p in called if p is not None]}
 
 
+def startup_only(runs: int, flows: list[str], engines: int | None) -> None:
+    """`grebe run --exit-when-done` on one post, `runs` times: seconds from start to the
+    first annotation, each beside the 1-minute load average (start-up time on a busy
+    machine says little without it)."""
+    for _ in range(runs):
+        load = os.getloadavg()[0]
+        row = throughput_run(1, flows, engines)
+        print(f"first annotation {row['first_annotation_s']:6.2f} s after start, "
+              f"exit {row['wall_s']:6.2f} s (load average {load:.2f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--posts", type=int, default=2000)
@@ -260,8 +271,13 @@ def main() -> None:
     parser.add_argument("--flows", default=",".join(FLOWS))
     parser.add_argument("--latency-posts", type=int, default=600)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--startup-only", type=int, default=0, metavar="RUNS",
+                        help="only time start -> first annotation of one post, RUNS times")
     args = parser.parse_args()
     flows = args.flows.split(",")
+    if args.startup_only:
+        startup_only(args.startup_only, flows, args.engines)
+        return
     # One post: start-up, first annotation and shutdown with nothing else in the way.
     idle = throughput_run(1, flows, args.engines)
     grebe = throughput_run(args.posts, flows, args.engines)
