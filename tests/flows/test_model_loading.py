@@ -91,7 +91,7 @@ async def test_text_posts_never_load_fallback_or_media_models(default_models) ->
 
 
 async def test_a_media_model_that_cannot_load_leaves_the_post_unchecked(tmp_path) -> None:
-    models, bundle = await started({"nsfw": {"model_path": str(tmp_path / "missing.onnx")}})
+    _, bundle = await started({"nsfw": {"model_path": str(tmp_path / "missing.onnx")}})
     try:  # the engine still starts: text posts do not need the NSFW model
         photo = (Media(kind="image", url=(skimage_dir() / "coffee.png").as_uri()),)
         out = await run_post(bundle.master(), 1, "Morning coffee at the cafe", photo)
