@@ -130,6 +130,14 @@ def annotation_times(data_dir: Path) -> dict[str, float]:
         return {}
 
 
+def _size(path: Path) -> int:
+    """A file's size, 0 once gone (SQLite removes its -shm/-wal files as it closes)."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
 def ingest(config: Path, path: Path) -> None:
     subprocess.run([GREBE, "ingest", str(path), "-c", str(config)], check=True,
                    stdout=subprocess.DEVNULL)
@@ -156,7 +164,7 @@ def throughput_run(n: int, flows: list[str], engines: int | None) -> dict:
         raise SystemExit(f"grebe run exited {proc.returncode}")
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     annotated = len(annotation_times(data_dir))
-    on_disk = sum(f.stat().st_size for f in data_dir.glob("*.db*"))
+    on_disk = sum(_size(f) for f in data_dir.glob("*.db*"))
     return {
         "posts": n, "annotated": annotated, "wall_s": wall, "first_annotation_s": first,
         "end_to_end_posts_per_s": n / wall, "cpu_ms_per_post": 1000 * cpu / n,
