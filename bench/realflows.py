@@ -228,6 +228,7 @@ def model_limit(n: int) -> dict:
     from grebe.config import load_config
     from grebe.flows.models import build_models
     from grebe.flows.settings import FlowSettings
+    from grebe.inference.lazy import ensure_ready
 
     config = load_config(plans={"factory": "grebe.flows.registry:build_bundle"})
     settings = FlowSettings.from_section(config.plans)
@@ -245,9 +246,13 @@ def model_limit(n: int) -> dict:
             cpu0, wall0 = time.process_time(), time.perf_counter()
             for batch in batches:
                 vectors = await models.embedder.embed(batch)
-                models.spam_head.score(vectors)
-                await models.offensive.classify(batch)
-                await models.hate.classify(batch)
+                if models.heads is not None:  # what the flows call: every head, one pass
+                    models.heads.predict(vectors)
+                else:  # the pre-heads models
+                    await ensure_ready(models.spam_head)
+                    models.spam_head.score(vectors)
+                    await models.offensive.classify(batch)
+                    await models.hate.classify(batch)
                 if models.language is not None:
                     await models.language.classify(batch)
             return time.process_time() - cpu0, time.perf_counter() - wall0
@@ -256,7 +261,9 @@ def model_limit(n: int) -> dict:
                 await part.stop()
 
     cpu, wall = asyncio.run(run())
-    called = [models.embedder, models.spam_head, models.offensive, models.hate, models.language]
+    called = [models.embedder, models.language,
+              *([models.heads] if models.heads is not None
+                else [models.spam_head, models.offensive, models.hate])]
     return {"cpu_ms_per_post": 1000 * cpu / n, "posts_per_s": n / wall,
             "models": [type(p).__name__ for p in called if p is not None]}
 
