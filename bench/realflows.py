@@ -228,7 +228,6 @@ def model_limit(n: int) -> dict:
     from grebe.config import load_config
     from grebe.flows.models import build_models
     from grebe.flows.settings import FlowSettings
-    from grebe.inference.lazy import ensure_ready
 
     config = load_config(plans={"factory": "grebe.flows.registry:build_bundle"})
     settings = FlowSettings.from_section(config.plans)
@@ -249,7 +248,8 @@ def model_limit(n: int) -> dict:
                 if models.heads is not None:  # what the flows call: every head, one pass
                     models.heads.predict(vectors)
                 else:  # the pre-heads models
-                    await ensure_ready(models.spam_head)
+                    if hasattr(models.spam_head, "ready"):  # loaded on first use
+                        await models.spam_head.ready()
                     models.spam_head.score(vectors)
                     await models.offensive.classify(batch)
                     await models.hate.classify(batch)
