@@ -73,3 +73,11 @@ async def test_trained_heads_are_built_and_checked_against_the_embedder() -> Non
         await wrong.start()
     with pytest.raises(InferenceError, match="before start"):
         wrong.predict(None)  # type: ignore[arg-type]
+
+
+def test_components_are_the_same_group_on_every_call() -> None:
+    # Benches and tests start models.components() and later stop models.components():
+    # a fresh group the second time would stop nothing.
+    models = build_models(load_config(), FlowSettings.from_section({}))
+    first, second = models.components(), models.components()
+    assert first[0] is second[0] and first == second

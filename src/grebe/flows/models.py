@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +70,7 @@ class FlowModels:
     ocr: Any = None  # OCR, used by the media pipeline
     transcriber: Any = None  # Transcriber, used by the media pipeline's ASR
     heads: HeadsService | None = None  # the trained text heads on the shared embedding
+    _together: StartTogether | None = field(default=None, init=False, repr=False)
 
     def components(self) -> list[Any]:
         """What has a start()/stop() lifecycle: the models loaded at start as one
@@ -79,8 +80,13 @@ class FlowModels:
                              self.language, self.chat, self.nsfw, self.ocr,
                              self.transcriber, self.heads)
                  if p is not None and hasattr(p, "start")]
-        eager = [p for p in parts if not _is_lazy(p)]
-        return [StartTogether(eager), *(p for p in parts if _is_lazy(p))]
+        eager = StartTogether([p for p in parts if not _is_lazy(p)])
+        # The same group on every call: callers start one list and stop another.
+        same = self._together is not None and len(self._together.parts) == len(eager.parts) \
+            and all(a is b for a, b in zip(self._together.parts, eager.parts, strict=True))
+        if not same:
+            self._together = eager
+        return [self._together, *(p for p in parts if _is_lazy(p))]
 
     @classmethod
     def from_backends(cls, backends: InferenceBackends) -> FlowModels:
