@@ -25,7 +25,6 @@ from grebe.errors import InferenceError
 from grebe.flows.services import MediaFacts
 from grebe.inference.base import ChatModel, Embedder, TextClassifier
 from grebe.inference.factory import (
-    InferenceBackends,
     InferenceConfig,
     build_chat_model,
     build_embedder,
@@ -87,15 +86,6 @@ class FlowModels:
         if not same:
             self._together = eager
         return [self._together, *(p for p in parts if _is_lazy(p))]
-
-    @classmethod
-    def from_backends(cls, backends: InferenceBackends) -> FlowModels:
-        return cls(
-            embedder=backends.embedder, offensive=backends.offensive,
-            hate=HateLabels(backends.hate), spam_head=backends.spam_head,
-            language=backends.language, chat=backends.chat, nsfw=backends.nsfw,
-            ocr=backends.ocr, transcriber=backends.transcriber,
-        )
 
 
 class HeadsService:

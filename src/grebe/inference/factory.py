@@ -41,6 +41,8 @@ here too so that every backend comes from one place.
 
 Nothing is loaded here: builders return unstarted services; callers `start()` them
 (or use `InferenceBackends.start()`), so building from config is cheap and testable.
+The flows call the builders one by one (grebe.flows.models), wrapping those a post may
+never need in grebe.inference.lazy so they are built and loaded on first use only.
 """
 
 from __future__ import annotations
