@@ -103,3 +103,27 @@ async def test_start_together_failure_is_a_start_error_and_stops_the_rest() -> N
     with pytest.raises(OSError, match="weights missing"):
         await asyncio.wait_for(StartTogether([good, bad]).start(), 30)
     assert good.stopped and not bad.stopped
+
+
+async def test_a_caller_cancelled_during_the_load_does_not_abandon_it() -> None:
+    gate = asyncio.Event()
+    built: list[str] = []
+
+    class Slow(KeywordClassifier):
+        async def start(self) -> None:
+            await gate.wait()
+
+    def build() -> Slow:
+        built.append("slow")
+        return Slow(["idiot"], label="offensive")
+
+    lazy = LazyTextClassifier(build, "slow")
+    first = asyncio.ensure_future(lazy.classify(["idiot"]))
+    await asyncio.sleep(0)  # the first call has started the load
+    first.cancel()  # e.g. its task timed out
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    second = asyncio.ensure_future(lazy.classify(["idiot"]))
+    gate.set()
+    assert await asyncio.wait_for(second, 30) == [{"offensive": 1.0}]
+    assert len(built) == 1 and lazy.loads == 1

@@ -40,7 +40,7 @@ class LazyService:
     def __init__(self, build: Callable[[], Any], name: str) -> None:
         self._build, self._name = build, name
         self._inner: Any = None
-        self._lock: asyncio.Lock | None = None
+        self._loading: asyncio.Future[None] | None = None
         self._failure: tuple[float, BaseException] | None = None
         #: How many times the backend was built and started (tests and metrics read it).
         self.loads = 0
@@ -58,34 +58,41 @@ class LazyService:
         """Nothing: loading waits for the first call that needs the model."""
 
     async def stop(self) -> None:
+        if self._loading is not None:  # a load under way finishes first, then is undone
+            await asyncio.gather(self._loading, return_exceptions=True)
         inner, self._inner, self._failure = self._inner, None, None
         if inner is not None:
             await inner.stop()
 
     async def ready(self) -> Any:
-        """The started backend, loading it now if this is the first call."""
+        """The started backend, loading it now if this is the first call. The load runs
+        as its own task: a caller cancelled while it waits (its task timed out) leaves
+        the load going for the next caller instead of abandoning a half-built model."""
         if self._inner is not None:
             return self._inner
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:  # concurrent first calls wait for one load
-            if self._inner is not None:
-                return self._inner
-            if self._failure is not None:
-                when, exc = self._failure
-                if time.monotonic() - when < C.LAZY_LOAD_RETRY_S:
-                    raise ModelUnavailableError(f"{self._name} failed to load: {exc}") from exc
-            try:
-                inner = self._build()
-                await inner.start()
-            except Exception as exc:
-                self._failure = (time.monotonic(), exc)
-                log.error("model %s failed to load on first use: %s", self._name, exc)
+        if self._failure is not None:
+            when, exc = self._failure
+            if time.monotonic() - when < C.LAZY_LOAD_RETRY_S:
                 raise ModelUnavailableError(f"{self._name} failed to load: {exc}") from exc
-            self._inner, self._failure = inner, None
-            self.loads += 1
-            log.info("model %s loaded on first use", self.name)
+            self._failure = None
+        if self._loading is None:  # concurrent first calls wait for one load
+            self._loading = asyncio.ensure_future(self._load())
+        await asyncio.shield(self._loading)
         return self._inner
+
+    async def _load(self) -> None:
+        try:
+            inner = self._build()
+            await inner.start()
+        except Exception as exc:
+            self._failure = (time.monotonic(), exc)
+            log.error("model %s failed to load on first use: %s", self._name, exc)
+            raise ModelUnavailableError(f"{self._name} failed to load: {exc}") from exc
+        finally:
+            self._loading = None
+        self._inner = inner
+        self.loads += 1
+        log.info("model %s loaded on first use", self.name)
 
 
 class LazyTextClassifier(LazyService):
