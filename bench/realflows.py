@@ -130,6 +130,14 @@ def annotation_times(data_dir: Path) -> dict[str, float]:
         return {}
 
 
+def _size(path: Path) -> int:
+    """A file's size, 0 once gone (SQLite removes its -shm/-wal files as it closes)."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
 def ingest(config: Path, path: Path) -> None:
     subprocess.run([GREBE, "ingest", str(path), "-c", str(config)], check=True,
                    stdout=subprocess.DEVNULL)
@@ -156,7 +164,7 @@ def throughput_run(n: int, flows: list[str], engines: int | None) -> dict:
         raise SystemExit(f"grebe run exited {proc.returncode}")
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     annotated = len(annotation_times(data_dir))
-    on_disk = sum(f.stat().st_size for f in data_dir.glob("*.db*"))
+    on_disk = sum(_size(f) for f in data_dir.glob("*.db*"))
     return {
         "posts": n, "annotated": annotated, "wall_s": wall, "first_annotation_s": first,
         "end_to_end_posts_per_s": n / wall, "cpu_ms_per_post": 1000 * cpu / n,
@@ -237,9 +245,14 @@ def model_limit(n: int) -> dict:
             cpu0, wall0 = time.process_time(), time.perf_counter()
             for batch in batches:
                 vectors = await models.embedder.embed(batch)
-                models.spam_head.score(vectors)
-                await models.offensive.classify(batch)
-                await models.hate.classify(batch)
+                if models.heads is not None:  # what the flows call: every head, one pass
+                    models.heads.predict(vectors)
+                else:  # the pre-heads models
+                    if hasattr(models.spam_head, "ready"):  # loaded on first use
+                        await models.spam_head.ready()
+                    models.spam_head.score(vectors)
+                    await models.offensive.classify(batch)
+                    await models.hate.classify(batch)
                 if models.language is not None:
                     await models.language.classify(batch)
             return time.process_time() - cpu0, time.perf_counter() - wall0
@@ -248,9 +261,22 @@ def model_limit(n: int) -> dict:
                 await part.stop()
 
     cpu, wall = asyncio.run(run())
-    called = [models.embedder, models.spam_head, models.offensive, models.hate, models.language]
+    called = [models.embedder, models.language,
+              *([models.heads] if models.heads is not None
+                else [models.spam_head, models.offensive, models.hate])]
     return {"cpu_ms_per_post": 1000 * cpu / n, "posts_per_s": n / wall,
             "models": [type(p).__name__ for p in called if p is not None]}
+
+
+def startup_only(runs: int, flows: list[str], engines: int | None) -> None:
+    """`grebe run --exit-when-done` on one post, `runs` times: seconds from start to the
+    first annotation, each beside the 1-minute load average (start-up time on a busy
+    machine says little without it)."""
+    for _ in range(runs):
+        load = os.getloadavg()[0]
+        row = throughput_run(1, flows, engines)
+        print(f"first annotation {row['first_annotation_s']:6.2f} s after start, "
+              f"exit {row['wall_s']:6.2f} s (load average {load:.2f})")
 
 
 def main() -> None:
@@ -260,8 +286,13 @@ def main() -> None:
     parser.add_argument("--flows", default=",".join(FLOWS))
     parser.add_argument("--latency-posts", type=int, default=600)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--startup-only", type=int, default=0, metavar="RUNS",
+                        help="only time start -> first annotation of one post, RUNS times")
     args = parser.parse_args()
     flows = args.flows.split(",")
+    if args.startup_only:
+        startup_only(args.startup_only, flows, args.engines)
+        return
     # One post: start-up, first annotation and shutdown with nothing else in the way.
     idle = throughput_run(1, flows, args.engines)
     grebe = throughput_run(args.posts, flows, args.engines)

@@ -149,3 +149,8 @@ DEFAULT_API_MAX_JSON_DEPTH = 64  # request bodies nested deeper get 400
 DEFAULT_API_ANALYZE_RATE = "60/minute"  # POST /v1/analyze per key (or per client address)
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 CONFIG_ENV_VAR = "GREBE_CONFIG"
+
+#: A model loaded on first use (grebe.inference.lazy) that failed to load is tried again
+#: only after this long: meanwhile its posts get the same system fault at once, instead of
+#: every post paying for (and logging) another failed load.
+LAZY_LOAD_RETRY_S = 30.0

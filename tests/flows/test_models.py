@@ -11,7 +11,7 @@ from grebe.flows.settings import FlowSettings
 from grebe.inference.fakes import KeywordClassifier
 from grebe.inference.openai_compat import OpenAIChatModel
 from grebe.inference.spam_head import SpamHeadService
-from grebe.inference.text import LanguageIdClassifier
+from grebe.inference.text import HateSonarClassifier, LanguageIdClassifier
 
 
 def test_inference_section_reaches_the_flow_models(tmp_path) -> None:
@@ -22,7 +22,7 @@ def test_inference_section_reaches_the_flow_models(tmp_path) -> None:
         "spam_head": {"path": str(tmp_path / "head.npz")},
         "ocr": "none",
     })
-    models = build_models(config, FlowSettings.from_section({}))
+    models = build_models(config, FlowSettings.from_section({"heads": False}))
     assert models.embedder.name.startswith("hash")
     assert isinstance(models.chat, OpenAIChatModel)
     assert models.chat.name == "smollm2" and models.chat.max_tokens == 120
@@ -32,6 +32,7 @@ def test_inference_section_reaches_the_flow_models(tmp_path) -> None:
     assert str(models.spam_head.path) == str(tmp_path / "head.npz")  # read at start()
     assert models.ocr is None and models.nsfw is not None and models.transcriber is not None
     assert isinstance(models.hate, HateLabels)
+    assert isinstance(models.hate.inner, HateSonarClassifier)  # no heads: loaded at start
 
 
 def test_language_id_is_always_built_unless_switched_off() -> None:
@@ -63,10 +64,20 @@ async def test_trained_heads_are_built_and_checked_against_the_embedder() -> Non
 
     config = load_config()
     models = build_models(config, FlowSettings.from_section({}))
-    assert isinstance(models.heads, HeadsService) and models.heads in models.components()
+    assert isinstance(models.heads, HeadsService)
+    (together, *_) = models.components()
+    assert models.heads in together.parts
     assert build_models(config, FlowSettings.from_section({"heads": False})).heads is None
     wrong = HeadsService(None, HashEmbedder())  # heads trained on MiniLM, not this space
     with pytest.raises(InferenceError, match="were trained on all-MiniLM-L6-v2-int8"):
         await wrong.start()
     with pytest.raises(InferenceError, match="before start"):
         wrong.predict(None)  # type: ignore[arg-type]
+
+
+def test_components_are_the_same_group_on_every_call() -> None:
+    # Benches and tests start models.components() and later stop models.components():
+    # a fresh group the second time would stop nothing.
+    models = build_models(load_config(), FlowSettings.from_section({}))
+    first, second = models.components(), models.components()
+    assert first[0] is second[0] and first == second

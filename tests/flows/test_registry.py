@@ -94,5 +94,8 @@ def test_build_bundle_constructs_without_starting(tmp_path) -> None:
     assert bundle.services.plan_versions["mm_emb_v4"] == "4"
     names = [type(c).__name__ for c in bundle.components]
     assert names[0] == "SqliteStore" and names[-2:] == ["PipelineHydrator", "CachedLoader"]
-    assert "MiniLMEmbedder" in names and "SpamHeadService" in names
+    assert names[2] == "StartTogether"  # the models every text post needs, in parallel
+    loaded_at_start = [type(p).__name__ for p in bundle.components[2].parts]
+    assert "MiniLMEmbedder" in loaded_at_start and "HeadsService" in loaded_at_start
+    assert "LazySpamScorer" in names  # the heads judge spam: the e-mail head is a fallback
     assert not (tmp_path / "annotations.db").exists()  # nothing opened before start()

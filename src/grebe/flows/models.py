@@ -4,13 +4,18 @@ keys); what is flow-specific stays here: which models the plans hold, the label 
 flows read, py3langid only when a plan filters by language, and the media pipeline as a
 MediaHydrator. Built, not started: the bundle starts them in the engine process, loading
 weights there.
+
+Only what the plans call is loaded, once: the media models (NSFW, OCR, Whisper) load on
+the first post with media, the pre-heads text models (profanity, HateSonar, e-mail spam
+head) only if the trained heads are off or lack a head they would stand in for
+(grebe.inference.lazy), and the models every text post needs load in parallel at start.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +24,28 @@ import numpy as np
 from grebe.errors import InferenceError
 from grebe.flows.services import MediaFacts
 from grebe.inference.base import ChatModel, Embedder, TextClassifier
-from grebe.inference.factory import InferenceBackends, parse_inference_config
+from grebe.inference.factory import (
+    InferenceConfig,
+    build_chat_model,
+    build_embedder,
+    build_hate_classifier,
+    build_language_id,
+    build_nsfw,
+    build_ocr,
+    build_offensive_classifier,
+    build_spam_head,
+    build_transcriber,
+    parse_inference_config,
+)
+from grebe.inference.lazy import (
+    LazyImageClassifier,
+    LazyOCR,
+    LazyService,
+    LazySpamScorer,
+    LazyTextClassifier,
+    LazyTranscriber,
+    StartTogether,
+)
 from grebe.inference.text import HATE_SPEECH, OFFENSIVE_LANGUAGE
 from grebe.types import Post
 
@@ -43,21 +69,23 @@ class FlowModels:
     ocr: Any = None  # OCR, used by the media pipeline
     transcriber: Any = None  # Transcriber, used by the media pipeline's ASR
     heads: HeadsService | None = None  # the trained text heads on the shared embedding
+    _together: StartTogether | None = field(default=None, init=False, repr=False)
 
     def components(self) -> list[Any]:
-        """What has a start()/stop() lifecycle, in start order."""
-        parts = (self.embedder, self.offensive, self.hate, self.spam_head, self.language,
-                 self.chat, self.nsfw, self.ocr, self.transcriber, self.heads)
-        return [p for p in parts if p is not None and hasattr(p, "start")]
-
-    @classmethod
-    def from_backends(cls, backends: InferenceBackends) -> FlowModels:
-        return cls(
-            embedder=backends.embedder, offensive=backends.offensive,
-            hate=HateLabels(backends.hate), spam_head=backends.spam_head,
-            language=backends.language, chat=backends.chat, nsfw=backends.nsfw,
-            ocr=backends.ocr, transcriber=backends.transcriber,
-        )
+        """What has a start()/stop() lifecycle: the models loaded at start as one
+        component that loads them in parallel, then the lazy ones (whose start is a
+        no-op and whose stop unloads what a post made them load)."""
+        parts = [p for p in (self.embedder, self.offensive, self.hate, self.spam_head,
+                             self.language, self.chat, self.nsfw, self.ocr,
+                             self.transcriber, self.heads)
+                 if p is not None and hasattr(p, "start")]
+        eager = StartTogether([p for p in parts if not _is_lazy(p)])
+        # The same group on every call: callers start one list and stop another.
+        same = self._together is not None and len(self._together.parts) == len(eager.parts) \
+            and all(a is b for a, b in zip(self._together.parts, eager.parts, strict=True))
+        if not same:
+            self._together = eager
+        return [self._together, *(p for p in parts if _is_lazy(p))]
 
 
 class HeadsService:
@@ -106,6 +134,10 @@ class HeadsService:
         return dict(self._loaded().predict(embeddings))
 
 
+def _is_lazy(part: Any) -> bool:
+    return isinstance(part.inner if isinstance(part, HateLabels) else part, LazyService)
+
+
 def heads_available() -> bool:
     """Whether this build ships grebe.inference.heads (the trained heads module)."""
     return importlib.util.find_spec("grebe.inference.heads") is not None
@@ -134,13 +166,41 @@ class HateLabels:
 
 
 def build_models(config: GrebeConfig, settings: FlowSettings) -> FlowModels:
-    """The `inference` section through the factory. py3langid always (unless switched
-    off): every annotation records the post's language and text models abstain outside
-    theirs (grebe.flows.language)."""
-    models = FlowModels.from_backends(InferenceBackends(parse_inference_config(config.inference)))
-    if settings.heads and heads_available():
+    """The `inference` section through the factory's builders. py3langid always (unless
+    switched off): every annotation records the post's language and text models abstain
+    outside theirs (grebe.flows.language). With the trained heads on, the pre-heads
+    text models are only fallbacks (grebe.flows.shared uses a head when it has one), so
+    they are built lazily; the media models always are (text posts never call them)."""
+    cfg = parse_inference_config(config.inference)
+    heads = settings.heads and heads_available()
+    models = FlowModels(
+        embedder=build_embedder(cfg),
+        offensive=_text_model(cfg, build_offensive_classifier, "alt-profanity-check",
+                              lazy=heads),
+        hate=HateLabels(_text_model(cfg, build_hate_classifier, "hatesonar", lazy=heads)),
+        spam_head=(LazySpamScorer(lambda: build_spam_head(cfg), "spam-head") if heads
+                   else build_spam_head(cfg)),
+        language=build_language_id(cfg),
+        chat=build_chat_model(cfg),
+        nsfw=_media_model(cfg, build_nsfw, LazyImageClassifier, cfg.nsfw.backend),
+        ocr=_media_model(cfg, build_ocr, LazyOCR, cfg.ocr.backend),
+        transcriber=_media_model(cfg, build_transcriber, LazyTranscriber,
+                                 cfg.transcriber.backend),
+    )
+    if heads:
         models.heads = HeadsService(settings.heads_path, models.embedder)
     return models
+
+
+def _text_model(cfg: InferenceConfig, build: Any, name: str, *, lazy: bool) -> TextClassifier:
+    return LazyTextClassifier(lambda: build(cfg), name) if lazy else build(cfg)  # type: ignore[no-any-return]
+
+
+def _media_model(cfg: InferenceConfig, build: Any, wrapper: type[LazyService],
+                 backend: str) -> Any:
+    """`wrapper` around `build(cfg)`, or None when the section switches the model off
+    (the media pipeline reads None as "no such model": the item is unchecked)."""
+    return None if backend == "none" else wrapper(lambda: build(cfg), backend)
 
 
 class PipelineHydrator:

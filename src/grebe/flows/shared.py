@@ -19,6 +19,7 @@ import numpy as np
 from grebe import codec
 from grebe.core.task import SkipTask, TaskContext, TaskSpec
 from grebe.flows.services import FlowServices, MediaFacts, MediaHydrator, first
+from grebe.inference.lazy import ensure_ready
 from grebe.types import Annotation, Post, post_fingerprint
 
 if TYPE_CHECKING:
@@ -130,6 +131,7 @@ async def spam_head_score(ctx: TaskContext, text: str) -> float:
         if p is not None:
             return p
     vector = await embed(ctx, text)
+    await ensure_ready(services.spam_head)  # loaded on first use beside the heads
     ctx.output.model_versions["spam_head"] = services.spam_head.name
 
     async def compute() -> float:

