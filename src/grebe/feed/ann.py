@@ -10,7 +10,7 @@ exclusions still leave k results.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 import numpy as np
 
@@ -18,7 +18,7 @@ import numpy as np
 # (SIGSEGV at import) when onnxruntime is loaded second; loading it first is safe.
 # Seen with usearch 2.26 / onnxruntime 1.31; drop this once they coexist.
 import onnxruntime  # noqa: F401 - import order matters, see above
-from usearch.index import Index
+from usearch.index import BatchMatches, Index
 
 from grebe.errors import GrebeError
 
@@ -111,4 +111,39 @@ class PostANNIndex:
             out.append((post_id, 1.0 - float(distance)))
             if len(out) == k:
                 break
+        return out
+
+    def search_many(
+        self, vectors: Sequence[Sequence[float]] | np.ndarray, k: int,
+        exclude: Collection[str] = (),
+    ) -> list[list[tuple[str, float]]]:
+        """`search` for several query vectors in one batched index call (one thread:
+        a request must not take the cores its neighbours are ranking on). One list per
+        vector, in order; a zero vector finds nothing."""
+        queries = self._vectors(vectors) if len(vectors) else np.empty((0, self.dim))
+        if k <= 0 or not self._keys or not len(queries):
+            return [[] for _ in range(len(queries))]
+        live = np.linalg.norm(queries, axis=1) > 0
+        out: list[list[tuple[str, float]]] = [[] for _ in range(len(queries))]
+        if not live.any():
+            return out
+        matches = self._index.search(queries[live], k + len(exclude) + 8, threads=1)
+        rows: Iterable[tuple[list[int], list[float], int]]
+        if isinstance(matches, BatchMatches):
+            rows = zip(matches.keys.tolist(), matches.distances.tolist(),
+                       matches.counts.tolist(), strict=True)
+        else:  # one query vector: usearch answers with plain Matches
+            rows = iter([(matches.keys.tolist(), matches.distances.tolist(),
+                          len(matches.keys))])
+        ids = self._ids
+        for slot, (keys, distances, count) in zip(np.flatnonzero(live).tolist(), rows,
+                                                  strict=True):
+            found = out[slot]
+            for key, distance in zip(keys[:count], distances[:count], strict=True):
+                post_id = ids.get(key)
+                if post_id is None or post_id in exclude:
+                    continue
+                found.append((post_id, 1.0 - float(distance)))
+                if len(found) == k:
+                    break
         return out
