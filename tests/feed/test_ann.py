@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from grebe.feed.ann import ANNError, PostANNIndex
+from grebe.feed.indexing import IndexingStore
+from grebe.stores.sqlite import SqliteStore
+from grebe.types import Annotation
 
 
 def unit(*xs: float) -> np.ndarray:
@@ -60,3 +65,29 @@ def test_bad_vectors_are_refused() -> None:
     index.add("zero", [0.0, 0.0, 0.0])  # no direction: not indexed, not an error
     assert "zero" not in index
     assert index.search([0.0, 0.0, 0.0], k=3) == []
+
+
+async def test_indexing_store_adds_a_batch_in_one_call_last_write_wins(
+        tmp_path: Path) -> None:
+    """A batch goes to the index at once; a post written twice keeps its last vector
+    (and is found once), a vector of another dimension or a zero vector is not
+    indexed, another producer's is skipped when a producer is set."""
+    store = SqliteStore(tmp_path / "a.db")
+    await store.start()
+    index = PostANNIndex(2)
+    writer = IndexingStore(store, index, producer="emb")
+
+    def ann(pid: str, vector: list[float] | None, producer: str = "emb") -> Annotation:
+        return Annotation(post_id=pid, producer=producer, version="1", embedding=vector)
+
+    try:
+        await writer.upsert([ann("a", [1.0, 0.0]), ann("b", [0.0, 1.0]),
+                             ann("a", [0.0, 1.0]), ann("c", [1.0, 0.0, 0.0]),
+                             ann("d", [0.0, 0.0]), ann("e", [1.0, 0.0], producer="other"),
+                             ann("f", None)])
+        assert set(index._keys) == {"a", "b"} and len(index) == 2
+        got = index.search([0.0, 1.0], k=5)
+        assert sorted(pid for pid, _ in got) == ["a", "b"]
+        assert all(sim == pytest.approx(1.0, abs=1e-4) for _, sim in got)
+    finally:
+        await store.stop()
