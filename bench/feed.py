@@ -1,7 +1,7 @@
 """Home-timeline benchmark: requests that rank ~1,500 candidates each, at a fixed rate.
 
     .venv/bin/python bench/feed.py [--rate 200] [--seconds 10] [--viewers 200]
-        [--posts 60000] [--authors 6000] [--following 400] [--dim 384]
+        [--posts 60000] [--authors 6000] [--following 400] [--dim 384] [--profile OUT]
 
 One process, one event loop: an in-process thunder store of `--posts` posts, an
 annotation store (SQLite, as `grebe feed-serve` uses by default) holding a label, a
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import gc
 import os
 import random
@@ -106,6 +107,9 @@ async def run(args: argparse.Namespace) -> None:
             gc.freeze()
         total = int(args.rate * args.seconds)
         interval = 1.0 / args.rate
+        profiler = cProfile.Profile() if args.profile else None
+        if profiler is not None:
+            profiler.enable()
         start = time.perf_counter()
         c_start = time.process_time()
         tasks = []
@@ -118,6 +122,9 @@ async def run(args: argparse.Namespace) -> None:
         await asyncio.gather(*tasks)
         wall = time.perf_counter() - start
         cpu_per = (time.process_time() - c_start) / total
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(args.profile)
         await feed.aclose()
         await store.stop()
     print(f"{total} requests at {args.rate}/s offered ({total / wall:.0f}/s achieved), "
@@ -138,6 +145,8 @@ def main() -> None:
     parser.add_argument("--authors", type=int, default=6_000)
     parser.add_argument("--following", type=int, default=400)
     parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="write a cProfile of the timed requests here (pstats)")
     parser.add_argument("--no-freeze", dest="freeze", action="store_false",
                         help="do not gc.freeze() the loaded state before timing")
     asyncio.run(run(parser.parse_args()))

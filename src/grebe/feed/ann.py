@@ -101,7 +101,7 @@ class PostANNIndex:
         query = self._vectors(vector)[0]
         if not np.linalg.norm(query):
             return []
-        matches = self._index.search(query, k + len(exclude) + 8)
+        matches = self._index.search(query, k + len(exclude) + 8, threads=1)
         out: list[tuple[str, float]] = []
         for key, distance in zip(matches.keys.tolist(), matches.distances.tolist(),
                                  strict=True):
