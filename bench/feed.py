@@ -13,7 +13,9 @@ out-of-network posts, so ~1,500 candidates are hydrated, filtered, scored and ra
 Requests arrive open-loop at `--rate` per second (a request's latency includes any
 wait behind earlier ones) for `--seconds`, each from a different viewer in turn.
 Printed: latency p50/p99, CPU time per request (what the code costs, whatever the
-neighbours' load), and the highest rate one core could sustain (1 / CPU per request).
+neighbours' load), the highest rate one core could sustain (1 / CPU per request), and
+each pipeline component's median wall time (near its CPU at a rate the core keeps up
+with; inflated by waits when requests queue).
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ async def run(args: argparse.Namespace) -> None:
         latencies: list[float] = []
         cpu: list[float] = []
         candidates: list[int] = []
+        components: dict[str, list[float]] = {}  # component -> wall seconds per request
 
         async def one(name: str, scheduled: float) -> None:
             c0 = time.thread_time()
@@ -96,6 +99,8 @@ async def run(args: argparse.Namespace) -> None:
             cpu.append(time.thread_time() - c0)  # includes interleaved requests' slices
             latencies.append(time.perf_counter() - scheduled)
             candidates.append(len(result.retrieved))
+            for name, seconds in result.timings.items():
+                components.setdefault(name, []).append(seconds)
 
         # Steady state: the candidates' features are in memory (every post read once).
         assert feed.features is not None
@@ -134,6 +139,8 @@ async def run(args: argparse.Namespace) -> None:
     print(f"  latency p50 {p50:7.1f} ms   p99 {p99:7.1f} ms")
     print(f"  CPU per request (process) {cpu_per * 1e3:.1f} ms -> one core sustains "
           f"~{1 / cpu_per:.0f} requests/s")
+    print("  component wall p50 (ms): " + ", ".join(
+        f"{name} {statistics.median(values) * 1e3:.2f}" for name, values in components.items()))
 
 
 def main() -> None:
