@@ -110,5 +110,6 @@ class AnnotationHydrator:
 
     async def hydrate(self, query: HomeQuery, candidates: Sequence[FeedCandidate]
                       ) -> Columns:
-        found = await self.features.get_many([c.content_id for c in candidates])
+        found = await self.features.get_many([c.source_post_id or c.post_id
+                                              for c in candidates])  # content ids
         return Columns({key: [f[key] for f in found] for key in FEATURES})
