@@ -1,7 +1,8 @@
 """Home-timeline benchmark: requests that rank ~1,500 candidates each, at a fixed rate.
 
     .venv/bin/python bench/feed.py [--rate 200] [--seconds 10] [--viewers 200]
-        [--posts 60000] [--authors 6000] [--following 400] [--dim 384]
+        [--posts 60000] [--authors 6000] [--following 400] [--dim 384] [--profile OUT]
+        [--max-in-flight N]
 
 One process, one event loop: an in-process thunder store of `--posts` posts, an
 annotation store (SQLite, as `grebe feed-serve` uses by default) holding a label, a
@@ -11,15 +12,20 @@ each request asks thunder for up to 1,000 in-network and the index for 500
 out-of-network posts, so ~1,500 candidates are hydrated, filtered, scored and ranked.
 
 Requests arrive open-loop at `--rate` per second (a request's latency includes any
-wait behind earlier ones) for `--seconds`, each from a different viewer in turn.
+wait behind earlier ones) for `--seconds`, each from a different viewer in turn. With
+`--max-in-flight N`, a request arriving while N are running is refused at once, as
+`feed-serve`'s admission control answers 503 (counted, not in the latencies).
 Printed: latency p50/p99, CPU time per request (what the code costs, whatever the
-neighbours' load), and the highest rate one core could sustain (1 / CPU per request).
+neighbours' load), the highest rate one core could sustain (1 / CPU per request), and
+each pipeline component's median wall time (near its CPU at a rate the core keeps up
+with; inflated by waits when requests queue).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import gc
 import os
 import random
@@ -30,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from grebe.feed.admission import Admission
 from grebe.feed.home import build_home_pipeline
 from grebe.feed.viewers import MemoryViewerDirectory, Viewer
 from grebe.stores.sqlite import SqliteStore
@@ -88,13 +95,30 @@ async def run(args: argparse.Namespace) -> None:
         latencies: list[float] = []
         cpu: list[float] = []
         candidates: list[int] = []
+        components: dict[str, list[float]] = {}  # component -> wall seconds per request
+
+        admission = Admission(args.max_in_flight) if args.max_in_flight else None
+        rejected = 0
 
         async def one(name: str, scheduled: float) -> None:
+            nonlocal rejected
+            if admission is not None and not admission.try_enter():
+                rejected += 1  # feed-serve answers 503 at once (grebe.feed.admission)
+                return
+            try:
+                await admitted(name, scheduled)
+            finally:
+                if admission is not None:
+                    admission.leave()
+
+        async def admitted(name: str, scheduled: float) -> None:
             c0 = time.thread_time()
             result = await feed.home(name)
             cpu.append(time.thread_time() - c0)  # includes interleaved requests' slices
             latencies.append(time.perf_counter() - scheduled)
             candidates.append(len(result.retrieved))
+            for name, seconds in result.timings.items():
+                components.setdefault(name, []).append(seconds)
 
         # Steady state: the candidates' features are in memory (every post read once).
         assert feed.features is not None
@@ -106,6 +130,9 @@ async def run(args: argparse.Namespace) -> None:
             gc.freeze()
         total = int(args.rate * args.seconds)
         interval = 1.0 / args.rate
+        profiler = cProfile.Profile() if args.profile else None
+        if profiler is not None:
+            profiler.enable()
         start = time.perf_counter()
         c_start = time.process_time()
         tasks = []
@@ -117,16 +144,23 @@ async def run(args: argparse.Namespace) -> None:
             tasks.append(asyncio.create_task(one(names[n % len(names)], scheduled)))
         await asyncio.gather(*tasks)
         wall = time.perf_counter() - start
-        cpu_per = (time.process_time() - c_start) / total
+        served = total - rejected
+        cpu_per = (time.process_time() - c_start) / max(1, served)
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(args.profile)
         await feed.aclose()
         await store.stop()
-    print(f"{total} requests at {args.rate}/s offered ({total / wall:.0f}/s achieved), "
+    print(f"{total} requests at {args.rate}/s offered ({served / wall:.0f}/s served, "
+          f"{rejected} refused by admission control), "
           f"~{statistics.mean(candidates):.0f} candidates each, load average "
           f"{os.getloadavg()[0]:.1f}")
     p50, p99 = pct(latencies, 50) * 1e3, pct(latencies, 99) * 1e3
-    print(f"  latency p50 {p50:7.1f} ms   p99 {p99:7.1f} ms")
+    print(f"  latency p50 {p50:7.1f} ms   p99 {p99:7.1f} ms (served requests)")
     print(f"  CPU per request (process) {cpu_per * 1e3:.1f} ms -> one core sustains "
           f"~{1 / cpu_per:.0f} requests/s")
+    print("  component wall p50 (ms): " + ", ".join(
+        f"{name} {statistics.median(values) * 1e3:.2f}" for name, values in components.items()))
 
 
 def main() -> None:
@@ -138,6 +172,11 @@ def main() -> None:
     parser.add_argument("--authors", type=int, default=6_000)
     parser.add_argument("--following", type=int, default=400)
     parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--max-in-flight", type=int, default=0,
+                        help="admission control as feed-serve's max_concurrent_requests: "
+                             "requests beyond this many in flight are refused (0: none)")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="write a cProfile of the timed requests here (pstats)")
     parser.add_argument("--no-freeze", dest="freeze", action="store_false",
                         help="do not gc.freeze() the loaded state before timing")
     asyncio.run(run(parser.parse_args()))

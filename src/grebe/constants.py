@@ -134,6 +134,9 @@ DEFAULT_THUNDER_PORT = 50051
 DEFAULT_FEED_PORT = 8090
 #: Served posts count as seen (not served again) for this long (feed viewers).
 FEED_SEEN_WINDOW_S = 24 * 3600.0
+#: feed-serve: home requests running at once; beyond it a fast 503 (grebe.feed.admission).
+FEED_MAX_CONCURRENT_REQUESTS = 4
+FEED_RETRY_AFTER_S = 1  # the Retry-After of that 503, in seconds
 
 # Environment variable prefix for config overrides: GREBE_DISPATCHER__MAX_IN_FLIGHT=...
 ENV_PREFIX = "GREBE_"

@@ -3,6 +3,7 @@ gRPC service), and a deterministic embedder double (hashed words)."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -211,3 +212,15 @@ def test_unchecked_media_and_threats_are_blocked_by_the_safety_levels() -> None:
     assert {"media_unchecked", "threat", "insult"} <= settings.blocked_labels("strict")
     assert "threat" in settings.blocked_labels("default")
     assert "media_unchecked" not in settings.blocked_labels("off")
+
+
+async def test_served_signals_add_up_to_the_score(world: World) -> None:
+    """Signals are derived for served posts only, after ranking; they must be the ones
+    the score was computed from: sum of contributions x diversity = score."""
+    result = await world.feed.home("alice")
+    assert result.selected
+    for post in result.selected:
+        why = post.explanation
+        total = sum(why["contributions"].values()) * why["author_diversity"]
+        assert math.isclose(total, post.score, rel_tol=1e-5, abs_tol=1e-6), post.post_id
+        assert why["signals"]["interest"] == round(post.similarity, 6)

@@ -18,7 +18,7 @@ import numpy as np
 # (SIGSEGV at import) when onnxruntime is loaded second; loading it first is safe.
 # Seen with usearch 2.26 / onnxruntime 1.31; drop this once they coexist.
 import onnxruntime  # noqa: F401 - import order matters, see above
-from usearch.index import Index
+from usearch.index import BatchMatches, Index
 
 from grebe.errors import GrebeError
 
@@ -96,19 +96,63 @@ class PostANNIndex:
         exclude: Collection[str] = (),
     ) -> list[tuple[str, float]]:
         """Up to k (post id, cosine similarity) pairs, most similar first."""
-        if k <= 0 or not self._keys:
-            return []
-        query = self._vectors(vector)[0]
-        if not np.linalg.norm(query):
-            return []
-        matches = self._index.search(query, k + len(exclude) + 8)
-        out: list[tuple[str, float]] = []
-        for key, distance in zip(matches.keys.tolist(), matches.distances.tolist(),
-                                 strict=True):
-            post_id = self._ids.get(key)
+        return self.search_many(self._vectors(vector), k, exclude)[0]
+
+    def search_many(
+        self, vectors: Sequence[Sequence[float]] | np.ndarray, k: int,
+        exclude: Collection[str] = (),
+    ) -> list[list[tuple[str, float]]]:
+        """`search` for several query vectors in batched index calls (one thread: a
+        request must not take the cores its neighbours are ranking on). One list per
+        vector, in order; a zero vector finds nothing.
+
+        The first call asks for k plus at most k more than the excluded posts could take
+        (a viewer's seen posts grow to thousands, and HNSW cost grows with the depth
+        asked, so asking k + len(exclude) made a returning viewer's every request
+        slower); a query left short because excluded posts filled its neighbourhood is
+        asked again, deeper, until it has k or the index has no more."""
+        queries = self._vectors(vectors) if len(vectors) else np.empty((0, self.dim))
+        out: list[list[tuple[str, float]]] = [[] for _ in range(len(queries))]
+        if k <= 0 or not self._keys or not len(queries):
+            return out
+        pending = np.flatnonzero(np.linalg.norm(queries, axis=1) > 0).tolist()
+        depth = k + min(len(exclude), k) + SEARCH_SLACK
+        while pending:
+            short = []
+            for slot, (keys, distances, count) in zip(
+                    pending, self._raw_search(queries[pending], depth), strict=True):
+                found = self._collect(keys[:count], distances[:count], k, exclude)
+                out[slot] = found
+                if len(found) < k and count >= depth:  # saturated: there may be more
+                    short.append(slot)
+            if not short or depth >= len(self._index):
+                break
+            pending, depth = short, depth * 4
+        return out
+
+    def _raw_search(self, queries: np.ndarray, depth: int
+                    ) -> list[tuple[list[int], list[float], int]]:
+        """(keys, distances, count) per query row, whatever usearch's answer type."""
+        matches = self._index.search(queries, depth, threads=1)
+        if isinstance(matches, BatchMatches):
+            return list(zip(matches.keys.tolist(), matches.distances.tolist(),
+                            matches.counts.tolist(), strict=True))
+        # one query vector: usearch answers with plain Matches
+        return [(matches.keys.tolist(), matches.distances.tolist(), len(matches.keys))]
+
+    def _collect(self, keys: list[int], distances: list[float], k: int,
+                 exclude: Collection[str]) -> list[tuple[str, float]]:
+        ids = self._ids
+        found: list[tuple[str, float]] = []
+        for key, distance in zip(keys, distances, strict=True):
+            post_id = ids.get(key)
             if post_id is None or post_id in exclude:
                 continue
-            out.append((post_id, 1.0 - float(distance)))
-            if len(out) == k:
+            found.append((post_id, 1.0 - float(distance)))
+            if len(found) == k:
                 break
-        return out
+        return found
+
+
+#: Neighbours asked beyond k (and the excluded): removed-but-not-compacted keys.
+SEARCH_SLACK = 8

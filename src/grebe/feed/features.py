@@ -23,6 +23,9 @@ from grebe.feed.pipeline import Patch
 from grebe.stores.base import AnnotationStore
 from grebe.types import Annotation
 
+#: The candidate attributes a post's features fill (the keys of `features_of`).
+FEATURES = ("labels", "scores", "embedding")
+
 
 def features_of(annotations: Sequence[Annotation], producer: str | None) -> Patch:
     """Labels (union), scores (newest wins) and embedding of one post's annotations."""

@@ -12,8 +12,11 @@ Split = tuple[list[FeedCandidate], list[FeedCandidate]]
 
 
 def _split(candidates: list[FeedCandidate], drop: list[bool]) -> Split:
-    kept = [c for c, d in zip(candidates, drop, strict=True) if not d]
-    removed = [c for c, d in zip(candidates, drop, strict=True) if d]
+    kept: list[FeedCandidate] = []
+    removed: list[FeedCandidate] = []
+    keep, remove = kept.append, removed.append
+    for c, d in zip(candidates, drop, strict=True):
+        (remove if d else keep)(c)
     return kept, removed
 
 
@@ -27,8 +30,9 @@ class DuplicateFilter:
         seen: set[str] = set()
         drop = []
         for c in candidates:
-            drop.append(c.content_id in seen)
-            seen.add(c.content_id)
+            content = c.source_post_id or c.post_id  # c.content_id, without the call
+            drop.append(content in seen)
+            seen.add(content)
         return _split(candidates, drop)
 
 
@@ -39,7 +43,7 @@ class SeenFilter:
 
     async def filter(self, query: HomeQuery, candidates: list[FeedCandidate]) -> Split:
         seen = query.seen.union(query.engaged)
-        return _split(candidates, [c.post_id in seen or c.content_id in seen
+        return _split(candidates, [c.post_id in seen or c.source_post_id in seen
                                    for c in candidates])
 
 

@@ -100,6 +100,9 @@ class HomeFeed:
         self.viewers = viewers
         self.thunder = thunder
         self.features: FeatureCache | None = None  # candidate features kept in memory
+        #: The ranker, which explains the served posts' signals after selection.
+        self.weighted = next((s for s in pipeline.scorers if isinstance(s, WeightedScorer)),
+                             None)
 
     async def home(self, user_id: str, *, max_results: int | None = None,
                    safety_level: str | None = None, **query: Any) -> HomeResult:
@@ -111,6 +114,10 @@ class HomeFeed:
             user_id=user_id, max_results=max_results or self.settings.max_results,
             safety_level=safety_level, **query,
         ))
+        weighted = self.weighted
+        if weighted is not None and weighted.name in result.timings \
+                and weighted.name not in result.errors:
+            weighted.explain_signals(result.query, result.selected)
         for candidate in result.selected:
             candidate.score_parts = contributions(candidate, self.settings)
             candidate.explanation = explain(candidate, result.filters_run)

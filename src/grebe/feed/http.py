@@ -8,6 +8,10 @@ shows every candidate's labels, score parts and which filter removed which post)
 the `debug` scope too: 403 otherwise. Without keys the server is loopback-only and its
 callers are the host's own users, who may debug. Host and Origin are checked as for
 `grebe serve` (grebe.security).
+
+At most `feed.max_concurrent_requests` home requests run at once; beyond that a 503
+with `Retry-After: feed.retry_after_s` comes back at once (grebe.feed.admission), so
+latency stays bounded under overload. /healthz reports in-flight and rejected counts.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from grebe.errors import ConfigError
+from grebe.feed.admission import Admission
 from grebe.feed.candidates import FeedCandidate
 from grebe.feed.home import HomeFeed, HomeResult
 from grebe.security.authn import principal_of
@@ -66,7 +71,20 @@ def result_json(result: HomeResult, debug: bool) -> dict[str, Any]:
 
 
 def build_feed_app(feed: HomeFeed, keys: KeyStore | None = None) -> Starlette:
+    admission = Admission(feed.settings.max_concurrent_requests)
+    overloaded = {"Retry-After": str(feed.settings.retry_after_s)}
+
     async def home(request: Request) -> Response:
+        if not admission.try_enter():
+            return JSONResponse(
+                {"error": f"overloaded: {admission.limit} home requests already running; "
+                          f"retry later"}, status_code=503, headers=overloaded)
+        try:
+            return await admitted_home(request)
+        finally:
+            admission.leave()
+
+    async def admitted_home(request: Request) -> Response:
         params = request.query_params
         debug = params.get("debug", "").lower() in {"1", "true", "yes"}
         principal = principal_of(request.state)
@@ -88,7 +106,9 @@ def build_feed_app(feed: HomeFeed, keys: KeyStore | None = None) -> Starlette:
         return JSONResponse(result_json(result, debug))
 
     async def healthz(request: Request) -> Response:
-        return JSONResponse({"status": "ok", "indexed_posts": len(feed.index)})
+        return JSONResponse({"status": "ok", "indexed_posts": len(feed.index),
+                             "in_flight": admission.in_flight,
+                             "rejected": admission.rejected})
 
     settings = feed.settings
     return Starlette(middleware=guard_stack(

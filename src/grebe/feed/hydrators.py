@@ -8,9 +8,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from grebe.feed.candidates import FeedCandidate, HomeQuery
-from grebe.feed.features import FeatureCache
+from grebe.feed.features import FEATURES, FeatureCache
 from grebe.feed.indexing import embedding_of
-from grebe.feed.pipeline import Patch
+from grebe.feed.pipeline import Columns, Patch
 from grebe.feed.settings import FeedSettings
 from grebe.feed.viewers import ViewerDirectory
 from grebe.inference.base import Embedder
@@ -109,5 +109,7 @@ class AnnotationHydrator:
         self.features = features
 
     async def hydrate(self, query: HomeQuery, candidates: Sequence[FeedCandidate]
-                      ) -> Sequence[Patch]:
-        return await self.features.get_many([c.content_id for c in candidates])
+                      ) -> Columns:
+        found = await self.features.get_many([c.source_post_id or c.post_id
+                                              for c in candidates])  # content ids
+        return Columns({key: [f[key] for f in found] for key in FEATURES})

@@ -60,8 +60,16 @@ class IndexingStore:
 
     async def upsert(self, annotations: Sequence[Annotation]) -> None:
         await self.store.upsert(annotations)
+        # One index call for the batch (a call per post was most of a bulk load's
+        # time); a post written twice in the batch keeps its last embedding.
+        vectors: dict[str, list[float]] = {}
         for annotation in annotations:
-            index_embedding(self.index, annotation.post_id, [annotation], self.producer)
+            vector = embedding_of([annotation], self.producer)
+            if vector is not None and len(vector) == self.index.dim:
+                vectors.pop(annotation.post_id, None)
+                vectors[annotation.post_id] = vector
+        if vectors:
+            self.index.add_many(list(vectors), list(vectors.values()))
         if self.on_write is not None:
             self.on_write([a.post_id for a in annotations])
 

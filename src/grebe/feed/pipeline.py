@@ -6,10 +6,12 @@
     -> side effects (fire-and-forget)
 
 Each component kind is a one-method protocol. Hydrators and scorers do not mutate:
-they return one patch (a dict of attribute -> value) per candidate, in order, and the
-pipeline applies the patches. That keeps parallel hydrators from racing, and lets the
-pipeline reject a component that returns the wrong number of patches instead of
-silently misaligning data onto the wrong posts.
+they return one patch (a dict of attribute -> value) per candidate, in order, or one
+`Columns` (attribute -> one value per candidate, in order), and the pipeline applies
+them. That keeps parallel hydrators from racing, and lets the pipeline reject a
+component that returns the wrong number of values instead of silently misaligning data
+onto the wrong posts. `Columns` is the cheap form for ranking-sized batches: a scorer
+that computes arrays hands them over as they are, with no dict per candidate.
 
 A component that raises, times out or misbehaves is logged and skipped; the request
 still gets an answer. Side effects run after the response is built and never delay it;
@@ -37,6 +39,7 @@ from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
+import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 log = logging.getLogger(__name__)
@@ -78,6 +81,15 @@ R = TypeVar("R")
 Patch = Mapping[str, Any]
 
 
+class Columns(dict[str, Sequence[Any]]):
+    """A columnar patch: attribute -> one value per candidate, in candidate order
+    (lists or 1-d arrays). Every column must be as long as the candidates."""
+
+
+#: What a hydrator or scorer returns: one patch per candidate, or columns.
+Patches = Sequence[Patch] | Columns
+
+
 class QueryHydrator(Protocol[Q_contra]):
     """Fetch what the request needs besides itself (the viewer's graph, interests)."""
 
@@ -98,7 +110,7 @@ class Hydrator(Protocol[Q_contra, C_contra]):
     name: str
 
     async def hydrate(self, query: Q_contra, candidates: Sequence[C_contra]
-                      ) -> Sequence[Patch]: ...
+                      ) -> Patches: ...
 
 
 class Filter(Protocol[Q_contra, C]):
@@ -115,7 +127,7 @@ class Scorer(Protocol[Q_contra, C_contra]):
     name: str
 
     async def score(self, query: Q_contra, candidates: Sequence[C_contra]
-                    ) -> Sequence[Patch]: ...
+                    ) -> Patches: ...
 
 
 class Selector(Protocol[Q_contra, C]):
@@ -155,9 +167,29 @@ class ScoreSelector(Generic[Q, C]):
         keyed.sort(key=lambda item: (item[0], item[1]))
         return [c for _, _, c in keyed]
 
+    def shortlist(self, candidates: list[C], limit: int) -> list[C]:
+        """The candidates that can make the top `limit`, in their order: those scoring at
+        least the limit-th best score (ties all kept, so `tiebreak` still decides). One
+        array pass instead of sorting every candidate by a Python key; the result of
+        `sort` on the shortlist equals the head of `sort` on all of them."""
+        values = np.fromiter((self.score(c) for c in candidates), dtype=np.float64,
+                             count=len(candidates))
+        nan = np.isnan(values)
+        values[nan] = -np.inf
+        cut = len(values) - limit
+        threshold = np.partition(values, cut)[cut]
+        keep = values >= threshold
+        dropped_nan = int(np.count_nonzero(nan & ~keep))
+        if dropped_nan:
+            self.nan_scores += dropped_nan
+            log.warning("selector %s: %d NaN scores; ranked last", self.name, dropped_nan)
+        return [candidates[i] for i in np.flatnonzero(keep).tolist()]
+
     async def select(self, query: Q, candidates: list[C]) -> list[C]:
-        ranked = self.sort(candidates)
         limit = self.size(query)
+        if limit is not None and 0 < limit < len(candidates):
+            candidates = self.shortlist(candidates, limit)
+        ranked = self.sort(candidates)
         return ranked if limit is None else ranked[:limit]
 
 
@@ -202,6 +234,17 @@ class ComponentError(Exception):
 def apply_patch(target: Any, patch: Patch) -> None:
     for key, value in patch.items():
         setattr(target, key, value)
+
+
+def apply_patches(candidates: Sequence[Any], patches: Patches) -> None:
+    """Apply aligned patches (checked by the caller) to the candidates."""
+    if isinstance(patches, Columns):
+        for key, values in patches.items():
+            for candidate, value in zip(candidates, values, strict=True):
+                setattr(candidate, key, value)
+        return
+    for candidate, patch in zip(candidates, patches, strict=True):
+        apply_patch(candidate, patch)
 
 
 def enabled(component: object, query: object) -> bool:
@@ -312,8 +355,7 @@ class CandidatePipeline(Generic[Q, C]):
                 "scorer", scorer.name, partial(scorer.score, query, candidates), run)
             if scored is not None and self._aligned("scorer", scorer.name, scored,
                                                     candidates, run):
-                for candidate, patch in zip(candidates, scored, strict=True):
-                    apply_patch(candidate, patch)
+                apply_patches(candidates, scored)
 
         selected = await self._call(
             "selector", self.selector.name,
@@ -391,9 +433,16 @@ class CandidatePipeline(Generic[Q, C]):
         return list(await asyncio.gather(*(self._call(stage, n, c, run) for n, c in calls)))
 
     def _aligned(
-        self, stage: str, name: str, patches: Sequence[Patch], candidates: Sequence[C],
+        self, stage: str, name: str, patches: Patches, candidates: Sequence[C],
         run: _Run,
     ) -> bool:
+        if isinstance(patches, Columns):
+            for key, values in patches.items():
+                if len(values) != len(candidates):
+                    run.fail(stage, name, f"returned {len(values)} values of {key!r} for "
+                                          f"{len(candidates)} candidates")
+                    return False
+            return True
         if len(patches) == len(candidates):
             return True
         run.fail(stage, name,
@@ -412,8 +461,7 @@ class CandidatePipeline(Generic[Q, C]):
         for hydrator, patches in zip(hydrators, results, strict=True):
             if patches is not None and self._aligned(stage, hydrator.name, patches,
                                                      candidates, run):
-                for candidate, patch in zip(candidates, patches, strict=True):
-                    apply_patch(candidate, patch)
+                apply_patches(candidates, patches)
 
     async def _filter(
         self, stage: str, filters: Sequence[Filter[Q, C]], query: Q, candidates: list[C],

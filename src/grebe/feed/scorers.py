@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from grebe.feed.candidates import FeedCandidate, HomeQuery
-from grebe.feed.pipeline import Patch
+from grebe.feed.pipeline import Columns
 from grebe.feed.settings import FeedSettings
 
 SIGNALS = ("interest", "recency", "quality", "engagement", "in_network")
@@ -25,9 +25,10 @@ class WeightedScorer:
       in_network  1 for a followed author's post
 
     The best cosine rather than the cosine to the mean: a viewer with two interests
-    matches posts of either. The raw signals are kept in `signals`; the contributions
-    (`score_parts`) are derived for served posts only (`contributions`). Computed for
-    all candidates at once, as 1,500 candidates must rank in milliseconds."""
+    matches posts of either. Computed for all candidates at once as arrays (one matrix
+    product for interest), returned as columns, as 1,500 candidates must rank in
+    milliseconds; the raw signals (`signals`) and contributions (`score_parts`) are
+    derived for served posts only (`explain_signals`, `contributions`)."""
 
     name = "weighted"
 
@@ -35,45 +36,68 @@ class WeightedScorer:
         self.settings = settings
 
     def interest(self, query: HomeQuery, candidates: Sequence[FeedCandidate]) -> np.ndarray:
-        known = np.array([c.similarity or 0.0 for c in candidates], dtype=np.float32)
+        """One matrix product: the candidates' embeddings against every interest vector."""
+        known = np.array([c.similarity or 0.0 for c in candidates], dtype=np.float64)
         vectors = query.interest_vectors or (
             [query.interest_vector] if query.interest_vector is not None else [])
         if not vectors or not candidates:
             return np.clip(known, 0.0, 1.0)
         interests = np.asarray(vectors, dtype=np.float32)
         dim = interests.shape[1]
-        rows = [i for i, c in enumerate(candidates)
-                if c.embedding is not None and len(c.embedding) == dim]
+        embeddings = [c.embedding for c in candidates]
+        rows = [i for i, e in enumerate(embeddings) if e is not None and len(e) == dim]
         if rows:
-            matrix = np.stack([np.asarray(candidates[i].embedding, dtype=np.float32)
-                               for i in rows])
-            norms = np.linalg.norm(matrix, axis=1)
-            best = (matrix @ interests.T).max(axis=1) / np.where(norms > 0, norms, 1.0)
-            known[rows] = np.where(norms > 0, best, 0.0)
+            matrix = np.stack([embeddings[i] for i in rows]).astype(np.float32, copy=False)
+            # einsum, not `@`: these products are too small for BLAS threads, which
+            # cost 5-20x the CPU of the product itself on a busy host (docs/benchmarks.md).
+            norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
+            best = np.einsum("ij,kj->ik", matrix, interests).max(axis=1)
+            known[rows] = np.where(norms > 0, best / np.where(norms > 0, norms, 1.0), 0.0)
         return np.clip(known, 0.0, 1.0)
 
-    async def score(self, query: HomeQuery, candidates: Sequence[FeedCandidate]
-                    ) -> Sequence[Patch]:
-        s, w = self.settings, self.settings.weights
-        if not candidates:
-            return []
+    def signals(self, query: HomeQuery, candidates: Sequence[FeedCandidate],
+                interest: np.ndarray) -> np.ndarray:
+        """The candidates x SIGNALS matrix, each signal in 0..1."""
+        s = self.settings
         quality_key, engagement_key = s.quality_score_key, s.engagement_score_key
         default_quality = s.quality_default
-        ages = np.maximum(0.0, query.now - np.array([c.created_at for c in candidates]))
-        signals = np.stack([
-            self.interest(query, candidates).astype(np.float64),
+        n = len(candidates)
+        ages = np.maximum(0.0, query.now - np.fromiter(
+            (c.created_at for c in candidates), dtype=np.float64, count=n))
+        return np.stack([
+            interest,
             np.power(0.5, ages / s.recency_half_life_s),
-            np.array([c.scores.get(quality_key, default_quality) for c in candidates],
-                     dtype=np.float64),
-            np.array([c.scores.get(engagement_key, 0.0) for c in candidates],
-                     dtype=np.float64),
-            np.array([c.in_network for c in candidates], dtype=np.float64),
+            np.fromiter((c.scores.get(quality_key, default_quality) for c in candidates),
+                        dtype=np.float64, count=n),
+            np.fromiter((c.scores.get(engagement_key, 0.0) for c in candidates),
+                        dtype=np.float64, count=n),
+            np.fromiter((c.in_network for c in candidates), dtype=np.float64, count=n),
         ], axis=1)
-        totals = signals @ np.array([getattr(w, name) for name in SIGNALS])
-        return [
-            {"score": total, "similarity": row[0], "signals": dict(zip(SIGNALS, row, strict=True))}
-            for total, row in zip(totals.tolist(), signals.tolist(), strict=True)
-        ]
+
+    def weights(self) -> np.ndarray:
+        w = self.settings.weights
+        return np.array([getattr(w, name) for name in SIGNALS])
+
+    async def score(self, query: HomeQuery, candidates: Sequence[FeedCandidate]
+                    ) -> Columns:
+        """Scores and the interest signal (as `similarity`), as columns: no per-candidate
+        dicts; the per-signal values are derived for served posts only (`explain_signals`)."""
+        if not candidates:
+            return Columns(score=[], similarity=[])
+        interest = self.interest(query, candidates)
+        totals = (self.signals(query, candidates, interest) * self.weights()).sum(axis=1)
+        return Columns(score=totals.tolist(), similarity=interest.tolist())
+
+    def explain_signals(self, query: HomeQuery, served: Sequence[FeedCandidate]) -> None:
+        """Fill `signals` of served (scored) posts: the same matrix as `score`, with the
+        interest signal it stored in `similarity`."""
+        if not served:
+            return
+        interest = np.clip(np.array([c.similarity or 0.0 for c in served],
+                                    dtype=np.float64), 0.0, 1.0)
+        for candidate, row in zip(served, self.signals(query, served, interest).tolist(),
+                                  strict=True):
+            candidate.signals = dict(zip(SIGNALS, row, strict=True))
 
 
 def contributions(candidate: FeedCandidate, settings: FeedSettings) -> dict[str, float]:
@@ -96,15 +120,17 @@ class AuthorDiversityScorer:
         self.settings = settings
 
     async def score(self, query: HomeQuery, candidates: Sequence[FeedCandidate]
-                    ) -> Sequence[Patch]:
+                    ) -> Columns:
         decay, floor = self.settings.author_diversity_decay, self.settings.author_diversity_floor
-        order = sorted(range(len(candidates)), key=lambda i: -candidates[i].score)
+        n = len(candidates)
+        scores = np.fromiter((c.score for c in candidates), dtype=np.float64, count=n)
+        order = np.argsort(-scores, kind="stable").tolist()
         counts: dict[str, int] = {}
-        factors = [1.0] * len(candidates)
+        nth = np.zeros(n)
         for i in order:
             author = candidates[i].author_id
-            n = counts.get(author, 0)
-            counts[author] = n + 1
-            factors[i] = max(floor, decay**n)
-        return [{"score": c.score * f, "diversity": f}
-                for c, f in zip(candidates, factors, strict=True)]
+            k = counts.get(author, 0)
+            counts[author] = k + 1
+            nth[i] = k
+        factors = np.maximum(floor, np.power(decay, nth))
+        return Columns(score=(scores * factors).tolist(), diversity=factors.tolist())

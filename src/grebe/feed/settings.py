@@ -79,6 +79,11 @@ class FeedSettings(BaseModel):
     thunder_key_env: str | None = None
     #: The CA that signed thunder's certificate: set it when thunder serves TLS.
     thunder_tls_ca_file: Path | None = None
+    #: Admission control of feed-serve: home requests running at once (each costs CPU
+    #: in one event loop, so latency grows with this); beyond it a 503 with Retry-After
+    #: at once, so overload sheds requests instead of queueing them without bound.
+    max_concurrent_requests: int = Field(default=C.FEED_MAX_CONCURRENT_REQUESTS, ge=1)
+    retry_after_s: int = Field(default=C.FEED_RETRY_AFTER_S, ge=0)
     http_host: str = "127.0.0.1"
     http_port: int = Field(default=C.DEFAULT_FEED_PORT, ge=0, le=65535)
     #: Host/Origin allowlists and connection timeouts of feed-serve (docs/security.md).

@@ -79,14 +79,16 @@ class SimilarPostsSource:
         best: dict[str, float] = {}
         extra = query.interest_vectors[: s.interest_queries]
         # The mean's neighbourhood in full (a quarter more than k: followed authors'
-        # posts are skipped); each engaged post's in a share of it (the search cost
-        # grows with the depth; seen posts are skipped by the index on top of it).
+        # posts are skipped); each engaged post's in a share of it, all in one batched
+        # search (the search cost grows with the depth; seen posts are skipped by the
+        # index on top of it).
         depth = k + k // 4
-        searches = [(query.interest_vector, depth)]
-        searches += [(vector, max(MIN_PER_QUERY, depth // (len(extra) + 1)))
-                     for vector in extra]
-        for vector, depth in searches:
-            for post_id, similarity in self.index.search(vector, depth, exclude):
+        found = [self.index.search(query.interest_vector, depth, exclude)]
+        if extra:
+            found += self.index.search_many(
+                extra, max(MIN_PER_QUERY, depth // (len(extra) + 1)), exclude)
+        for matches in found:
+            for post_id, similarity in matches:
                 if similarity > best.get(post_id, -2.0):
                     best[post_id] = similarity
         close: list[FeedCandidate] = []
