@@ -22,6 +22,7 @@ import pytest
 
 from grebe.core.planmaster import PlanMaster
 from grebe.flows import registry
+from grebe.flows.sinks import POST_RECORD
 from grebe.types import TaskStatus
 
 from .conftest import fake_services, payload
@@ -96,4 +97,5 @@ async def test_flows_classify_through_a_real_openai_compatible_server(llama_serv
     assert len(ranked.labels) == 1 and ranked.labels[0].startswith("reply_score:")
     assert ranked.scores["reply_score"] in (0.0, 1.0, 2.0, 3.0) and ranked.reasons["reply_score"]
     rows = await services.store.get("p1")
-    assert {a.producer for a in rows} == {"spam_comment", "reply_ranking"}
+    # The plans' verdicts, beside the post record the sink rules keep (flows/sinks.py).
+    assert {a.producer for a in rows} == {"spam_comment", "reply_ranking", POST_RECORD}
