@@ -4,7 +4,7 @@
 #   controller on 9093), with a SASL_SSL listener on 9094 (SCRAM-SHA-512, SCRAM-SHA-256
 #   and PLAIN, user grebe / grebe-secret) and an SSL listener requiring client
 #   certificates (mTLS) on 9095; the test CA, broker and client certificates are made
-#   once into .cache/services/kafka-tls/. GREBE_KAFKA_PORT, GREBE_KAFKA_CONTROLLER_PORT,
+#   once into ~/.cache/grebe/kafka-tls/. GREBE_KAFKA_PORT, GREBE_KAFKA_CONTROLLER_PORT,
 #   GREBE_KAFKA_SASL_SSL_PORT and GREBE_KAFKA_MTLS_PORT move Kafka's ports (a second,
 #   scratch broker: it gets its own storage, .cache/kafka-<port>, and pid file);
 #   GREBE_KAFKA_TLS_DIR moves the certificates (tests read the same variable).
@@ -32,7 +32,9 @@ KAFKA_MTLS_PORT=${GREBE_KAFKA_MTLS_PORT:-9095}
 # This checkout's broker config and storage; a broker on other ports gets its own.
 if [ "$KAFKA_PORT" = 9092 ]; then KAFKA_HOME=$ROOT/.cache/kafka; KAFKA_PIDFILE=$CACHE/kafka.pid
 else KAFKA_HOME=$ROOT/.cache/kafka-$KAFKA_PORT; KAFKA_PIDFILE=$CACHE/kafka-$KAFKA_PORT.pid; fi
-KAFKA_TLS=${GREBE_KAFKA_TLS_DIR:-$CACHE/kafka-tls}  # test CA, broker keystore, client PEMs
+# Test CA, broker keystore, client PEMs: machine-wide like the jars, so a test in any
+# checkout can talk to the broker whichever checkout started it.
+KAFKA_TLS=${GREBE_KAFKA_TLS_DIR:-${GREBE_CACHE_DIR:-$HOME/.cache/grebe}/kafka-tls}
 KAFKA_TLS_PASS=grebe-tls  # of the broker's PKCS12 keystore and truststore (test only)
 KAFKA_SASL_USER=grebe  # the test listener's user, for PLAIN and both SCRAM mechanisms
 KAFKA_SASL_PASSWORD=grebe-secret

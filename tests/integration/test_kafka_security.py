@@ -4,7 +4,7 @@ own source, producer, dead-letter producer and admin client; a refused login is 
 error at once; `grebe run --exit-when-done` on a SASL_SSL stream end to end.
 
 The listeners (9094 SASL_SSL, 9095 mTLS; GREBE_KAFKA_SASL_SSL_PORT / GREBE_KAFKA_MTLS_PORT
-move them) and the test CA in .cache/services/kafka-tls/ come from `services.sh up
+move them) and the test CA in ~/.cache/grebe/kafka-tls/ come from `services.sh up
 kafka`, which this module runs when they are closed; still closed afterwards is a
 failure, never a skip."""
 
@@ -47,7 +47,9 @@ ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
 SASL_SSL_PORT = int(os.environ.get("GREBE_KAFKA_SASL_SSL_PORT", "9094"))
 MTLS_PORT = int(os.environ.get("GREBE_KAFKA_MTLS_PORT", "9095"))
-TLS = Path(os.environ.get("GREBE_KAFKA_TLS_DIR", ROOT / ".cache" / "services" / "kafka-tls"))
+# Where scripts/services.sh keeps the test CA: machine-wide, like the Kafka jars.
+TLS = Path(os.environ.get("GREBE_KAFKA_TLS_DIR") or Path(
+    os.environ.get("GREBE_CACHE_DIR") or Path.home() / ".cache" / "grebe") / "kafka-tls")
 USER, PASSWORD = "grebe", "grebe-secret"  # the test users of scripts/services.sh
 WRONG_PASSWORD = "not-the-password-42"
 GREBE = str(Path(sys.executable).with_name("grebe"))
@@ -68,8 +70,8 @@ def secure_listeners() -> None:
     if _port_open(SASL_SSL_PORT) and _port_open(MTLS_PORT):
         if not (TLS / "ca.pem").is_file():
             pytest.fail(f"Kafka's secured listeners are up but {TLS} holds no test CA: the "
-                        "broker was started from another checkout; set GREBE_KAFKA_TLS_DIR "
-                        "to its .cache/services/kafka-tls")
+                        "broker was started with another GREBE_KAFKA_TLS_DIR; set it to "
+                        "that directory")
         return
     result = subprocess.run(["bash", str(ROOT / "scripts" / "services.sh"), "up", "kafka"],
                             capture_output=True, text=True, timeout=600)

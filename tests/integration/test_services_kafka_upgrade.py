@@ -112,7 +112,9 @@ async def test_up_restarts_an_old_plaintext_broker_with_the_secured_listeners(
     assert up.returncode == 0, up.stdout + up.stderr
     assert "restarting" in up.stdout and "adding SCRAM" in up.stdout
 
-    tls = Path(env.get("GREBE_KAFKA_TLS_DIR", ROOT / ".cache" / "services" / "kafka-tls"))
+    from tests.integration.test_kafka_security import TLS
+
+    tls = Path(env.get("GREBE_KAFKA_TLS_DIR") or TLS)
     scram = KafkaConfig(
         bootstrap_servers=f"{HOST}:{env['GREBE_KAFKA_SASL_SSL_PORT']}",
         security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512", sasl_username="grebe",
