@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -122,3 +123,22 @@ def held_in_flight(path: Path, slow_every: int) -> dict[str, int]:
         elif parts[0] == DONE:
             open_.pop(parts[1], None)
     return open_
+
+
+def assert_reprocessing_explained_by_kills(
+    events: list[tuple[str, str]], kills: list[tuple[int, set[str]]]
+) -> int:
+    """At-least-once, as the crash tests check it: a post committed at a kill is never
+    started again after it, and a post is started more than once only as often as kills
+    caught it started and uncommitted. `kills`: (log length, committed post ids) at each
+    kill. Returns the number of reprocessings (all explained)."""
+    starts = [(i, post) for i, (event, post) in enumerate(events) if event == START]
+    allowed = Counter({post: 1 for _, post in starts})
+    for number, (log_end, committed) in enumerate(kills):
+        again = sorted({post for i, post in starts if i >= log_end and post in committed})
+        assert not again, f"kill {number}: committed posts processed again: {again[:5]}"
+        allowed.update({post for i, post in starts if i < log_end} - committed)
+    counts = Counter(post for _, post in starts)
+    extra = sorted(post for post, n in counts.items() if n > allowed[post])
+    assert not extra, f"processed more often than the kills explain: {extra[:5]}"
+    return sum(counts.values()) - len(counts)

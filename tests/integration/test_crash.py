@@ -35,12 +35,11 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from recording_plan import DONE, START, read_log
+from recording_plan import DONE, START, assert_reprocessing_explained_by_kills, read_log
 
 pytestmark = pytest.mark.slow
 
@@ -236,7 +235,8 @@ def test_kill_9_at_random_moments_loses_nothing(tmp_path):
     annotated = _annotated(tmp_path)
     assert set(annotated) == every
     assert sorted(_committed_post_ids(tmp_path)) == sorted(every)
-    _assert_reprocessing_explained_by_kills(events, kills)
+    reprocessed = assert_reprocessing_explained_by_kills(events, kills)
+    print(f"{reprocessed} reprocessings, all explained by the kills")
     with _db(tmp_path / "var" / "log.db") as conn:
         dead = conn.execute(
             "SELECT count(*) FROM messages m JOIN topics t ON t.id = m.topic_id "
@@ -245,18 +245,3 @@ def test_kill_9_at_random_moments_loses_nothing(tmp_path):
     assert dead == 0
 
 
-def _assert_reprocessing_explained_by_kills(
-    events: list[tuple[str, str]], kills: list[tuple[int, set[str]]]
-) -> None:
-    """A post committed at a kill is never started again after it; a post is started
-    more often than once only as often as kills caught it started and uncommitted."""
-    starts = [(i, post) for i, (event, post) in enumerate(events) if event == START]
-    allowed = Counter({post: 1 for _, post in starts})
-    for number, (log_end, committed) in enumerate(kills):
-        again = sorted({post for i, post in starts if i >= log_end and post in committed})
-        assert not again, f"kill {number}: committed posts processed again: {again[:5]}"
-        allowed.update({post for i, post in starts if i < log_end} - committed)
-    counts = Counter(post for _, post in starts)
-    extra = sorted(post for post, n in counts.items() if n > allowed[post])
-    assert not extra, f"processed more often than the kills explain: {extra[:5]}"
-    print(f"{sum(counts.values()) - len(counts)} reprocessings, all explained by the kills")
