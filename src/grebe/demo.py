@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from grebe import constants as C
-from grebe.brokers.factory import local_log
+from grebe.brokers.factory import local_dead_letter_count, local_log
 from grebe.brokers.local import LocalProducer
 from grebe.config import GrebeConfig, load_config
 from grebe.core.supervisor import Runtime
@@ -89,10 +89,7 @@ async def run_demo(
     await store.start()
     annotated = await store.count()
     await store.stop()
-    log = local_log(config)
-    await log.open()
-    dead = sum((await log.end_offsets(config.dispatcher.dead_letter_topic)).values())
-    await log.close()
+    dead = await local_dead_letter_count(config)
     return DemoSummary(
         data_dir=data_dir, lines=len(lines), ingested=report.accepted,
         rejected_at_ingest=report.rejected, annotated=annotated,

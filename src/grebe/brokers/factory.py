@@ -28,6 +28,16 @@ def local_retention(config: GrebeConfig) -> RetentionPolicy:
     )
 
 
+async def local_dead_letter_count(config: GrebeConfig) -> int:
+    """Dead letters in the local log's dead-letter topic (the demo's and eval's tally)."""
+    log = local_log(config)
+    await log.open()
+    try:
+        return sum((await log.end_offsets(config.dispatcher.dead_letter_topic)).values())
+    finally:
+        await log.close()
+
+
 def local_log(config: GrebeConfig) -> LocalLog:
     """A new connection to the configured local log (not yet opened)."""
     from grebe.brokers.local import LocalLog

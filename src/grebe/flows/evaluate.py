@@ -246,7 +246,7 @@ async def run_flows(config: GrebeConfig, examples: list[Example]) -> tuple[
     number of dead letters."""
     import asyncio
 
-    from grebe.brokers.factory import local_log
+    from grebe.brokers.factory import local_dead_letter_count, local_log
     from grebe.brokers.local import LocalProducer
     from grebe.core.supervisor import Runtime
     from grebe.stores.sqlite import iter_all
@@ -264,12 +264,7 @@ async def run_flows(config: GrebeConfig, examples: list[Example]) -> tuple[
         await runtime.wait_caught_up()
     finally:
         await runtime.stop()
-    log = local_log(config)
-    await log.open()
-    try:
-        dead = sum((await log.end_offsets(config.dispatcher.dead_letter_topic)).values())
-    finally:
-        await log.close()
+    dead = await local_dead_letter_count(config)
     rows = await asyncio.to_thread(lambda: list(iter_all(config.sqlite_path)))
     return {(a.post_id, a.producer): list(a.labels) for a in rows}, dead
 
