@@ -97,13 +97,20 @@ def _upsert(conn: sqlite3.Connection, rows: list[Row]) -> dict[int, str]:
     """Write the rows, except those of a post id held under another fingerprint:
     {row index: the stored fingerprint} of the refused ones."""
     refused: dict[int, str] = {}
+    # A post's plans land in one batch together: look its fingerprint up once, then
+    # remember what this transaction made it (the first one held, or the one written).
+    held: dict[str, str | None] = {}
     with write_txn(conn):
         for i, row in enumerate(rows):
             if row[6]:
-                stored = conn.execute(_FINGERPRINT, (row[0],)).fetchone()
-                if stored is not None and stored[0] != row[6]:
-                    refused[i] = stored[0]
+                if row[0] not in held:
+                    found = conn.execute(_FINGERPRINT, (row[0],)).fetchone()
+                    held[row[0]] = None if found is None else found[0]
+                stored = held[row[0]]
+                if stored is not None and stored != row[6]:
+                    refused[i] = stored
                     continue
+                held[row[0]] = row[6]
             vector = row[7]
             if vector is not None:
                 conn.execute(_INSERT_VECTOR, (vector.digest, vector.dims, vector.dtype,
