@@ -10,8 +10,8 @@ post's image would be fetched, OCR'd and classified once instead of up to ten ti
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import sys
 import time
 from typing import Any
 
@@ -89,4 +89,6 @@ async def main(n: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 40))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("posts", type=int, nargs="?", default=40, help="reply posts (40)")
+    asyncio.run(main(parser.parse_args().posts))

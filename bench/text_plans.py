@@ -8,9 +8,9 @@ HateSonar). The cross-post cache is off, so every post pays its own model passes
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -55,4 +55,8 @@ async def main(n_rounds: int) -> None:
     for c in reversed(models.components()):
         await c.stop()
 
-asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 2))
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("rounds", type=int, nargs="?", default=2,
+                        help="times through the 64-post sanity set (2)")
+    asyncio.run(main(parser.parse_args().rounds))
