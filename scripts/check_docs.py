@@ -16,6 +16,7 @@ check", has the rules and how to mark a block illustrative):
 - inline code naming a repository file (`core/offsets.py`, `tests/x.py::test_y`) or a
   Python object (`grebe.brokers.kafka.KafkaSource`, `grebe.flows.registry:build_bundle`)
   names one that exists;
+- every YAML block loads as grebe configuration (`grebe.config.load_config`);
 - pipe tables have one header row and rows of the header's width.
 
 tests/test_docs.py runs it in CI (scripts/test.sh).
@@ -27,17 +28,21 @@ import importlib
 import importlib.util
 import re
 import sys
+import tempfile
+import textwrap
 from functools import cache
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from docs_commands import CommandChecker, tracked_files
-from docs_markdown import Document, Problem, code_spans, links, parse, table_problems
+from docs_markdown import Block, Document, Problem, code_spans, links, parse, table_problems
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Fence languages whose lines are commands.
 SHELL_LANGS = frozenset({"bash", "sh", "shell", "console", "zsh"})
+#: Fence languages whose blocks are grebe configuration (or a part of one).
+CONFIG_LANGS = frozenset({"yaml", "yml"})
 #: File endings that make an inline code span a claim about a repository file.
 FILE_SUFFIXES = (".py", ".md", ".sh", ".yaml", ".yml", ".json", ".jsonl", ".toml", ".proto",
                  ".npz", ".txt", ".cfg", ".ini", ".html")
@@ -72,7 +77,34 @@ def check_document(doc: Document, root: Path, commands: CommandChecker) -> list[
                 "```text for output")))
         elif block.lang in SHELL_LANGS and not block.illustrative:
             problems += commands.check_block(doc.name, block)
+        elif block.lang in CONFIG_LANGS and not block.illustrative:
+            reason = config_problem(block)
+            if reason:
+                problems.append(Problem(doc.name, block.line, reason))
     return sorted(problems, key=lambda p: p.line)
+
+
+def config_problem(block: Block) -> str | None:
+    """Why a YAML block is not a configuration grebe loads, or None: it is written to a
+    temp file and loaded by `grebe.config.load_config`, the loader `grebe run` uses."""
+    import yaml
+
+    from grebe.config import load_config
+
+    text = textwrap.dedent("\n".join(line for _, line in block.lines))
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        return f"YAML block does not parse: {exc}"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "grebe.yaml"
+        path.write_text(yaml.safe_dump(data))
+        try:
+            load_config(path)
+        except Exception as exc:  # ConfigError, and anything else loading raises
+            return (f"YAML block is not a configuration grebe loads: {exc} (mark it "
+                    "illustrative if it needs files or secrets a reader supplies)")
+    return None
 
 
 def link_problems(doc: Document, root: Path) -> list[Problem]:

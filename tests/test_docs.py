@@ -118,6 +118,26 @@ def test_inline_code_names_real_files_and_objects(tmp_path: Path) -> None:
     assert "has no 'NoSuchSource'" in problems[2]
 
 
+def test_yaml_blocks_load_as_grebe_config(tmp_path: Path) -> None:
+    problems = _check(tmp_path, """\
+        ```yaml
+        engine: {processes: 2}
+        ```
+
+        ```yaml
+        engine: {processes: two}
+        enginez: {processes: 2}
+        ```
+
+        <!-- illustrative -->
+        ```yaml
+        kafka: {security_protocol: SASL_SSL}
+        ```
+        """)
+    assert len(problems) == 1, problems
+    assert "engine.processes" in problems[0] and "enginez" in problems[0]
+
+
 def test_tables_have_one_header_row(tmp_path: Path) -> None:
     problems = _check(tmp_path, """\
         | a | b |
