@@ -236,8 +236,11 @@ class CommandChecker:
 
     @cache  # noqa: B019 - one checker per run, a few scripts
     def _help(self, script: str) -> tuple[int, str]:
-        done = subprocess.run([sys.executable, script, "--help"], cwd=self.root,
-                              capture_output=True, text=True, timeout=HELP_TIMEOUT_S)
+        try:
+            done = subprocess.run([sys.executable, script, "--help"], cwd=self.root,
+                                  capture_output=True, text=True, timeout=HELP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return 124, f"no answer within {HELP_TIMEOUT_S} s"
         return done.returncode, done.stdout + done.stderr
 
     def repo_paths_problem(self, args: list[str]) -> str | None:
