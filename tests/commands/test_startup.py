@@ -97,3 +97,15 @@ def test_an_eligibility_no_plan_serves_is_shown_as_such(tmp_path: Path) -> None:
         "stream a: local topic ta, eligibilities basic, nothing_serves_this → plans basic, shout",
         "stream b: local topic tb, eligibilities nothing_serves_this → plans (no plan)",
     ]
+
+
+def test_the_packaged_defaults_are_the_packaged_file_whatever_the_environment(
+        tmp_path: Path, monkeypatch) -> None:
+    other = tmp_path / "other.yaml"
+    other.write_text("streams: []\n")
+    monkeypatch.setenv(C.CONFIG_ENV_VAR, str(other))
+    assert startup.pipeline_config_file(None) == startup.ConfigFile(other, startup.ORIGIN_ENV)
+    raw = startup.packaged_config_raw()
+    assert len(raw["streams"]) == 16 and raw["plans"]["factory"] == C.FLOWS_PLANS_FACTORY
+    raw["streams"].clear()  # a fresh copy each call: the demo edits its own
+    assert len(startup.packaged_config_raw()["streams"]) == 16

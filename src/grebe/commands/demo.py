@@ -18,7 +18,6 @@ through `catchup.run_until_caught_up`, as `grebe eval` does.
 from __future__ import annotations
 
 import asyncio
-import copy
 import tempfile
 import time
 from collections import Counter, defaultdict
@@ -27,14 +26,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from grebe import codec
 from grebe import constants as C
 from grebe.commands.catchup import Record, publish, run_until_caught_up
 from grebe.commands.demo_set import DemoPost, build_demo_set, skimage_dir
 from grebe.commands.demo_summary import BasicSummary, DemoSummary, FlowStats, Recorder
 from grebe.commands.report import write_report
+from grebe.commands.startup import packaged_config_raw
 from grebe.config import GrebeConfig, load_config
 from grebe.core.bundle import PlanBundle
 from grebe.core.plan import Plan, PlanResult
@@ -73,15 +71,8 @@ def build_demo_bundle(config: GrebeConfig) -> PlanBundle:
     return bundle
 
 
-def default_config_raw() -> dict[str, Any]:
-    """The packaged default.yaml as plain data (the demo and eval start from it)."""
-    text = (resources.files("grebe") / C.PACKAGED_DEFAULT_CONFIG).read_text()
-    raw: dict[str, Any] = yaml.safe_load(text)
-    return raw
-
-
 def demo_config(data_dir: Path, media_dir: Path, **overrides: Any) -> GrebeConfig:
-    raw = copy.deepcopy(default_config_raw())
+    raw = packaged_config_raw()
     raw["plans"]["factory"] = DEMO_FACTORY
     raw.update({
         "data_dir": data_dir,

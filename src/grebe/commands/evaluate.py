@@ -260,10 +260,10 @@ async def evaluate(path: Path, label_field: str, *, base: GrebeConfig | None = N
                    plans: list[str] | None = None, data_dir: Path | None = None) -> EvalReport:
     """Read, run through the real flows, score. `base` defaults to the packaged
     default.yaml (the production-shaped config)."""
-    from grebe.commands.demo import default_config_raw
+    from grebe.commands.startup import packaged_config_raw
 
     if base is None:
-        raw = default_config_raw()
+        raw = packaged_config_raw()
         base = load_config(plans=raw.get("plans", {}), inference=raw.get("inference", {}),
                            media=raw.get("media", {}))
     settings = FlowSettings.from_section(base.plans)

@@ -4,6 +4,7 @@ With no config file they run the packaged defaults (sixteen streams, the real fl
 new user must see that, and an operator reading a log must see which file a process read
 and which plans each stream feeds, before the first post is processed. One INFO line per
 stream: its name, broker and topic, and its eligibilities with the plans that serve them.
+The packaged defaults are found here too: the demo and `grebe eval` start from them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from grebe import constants as C
 from grebe.config import GrebeConfig
@@ -47,8 +51,19 @@ def pipeline_config_file(path: Path | None) -> ConfigFile:
         return ConfigFile(path, ORIGIN_OPTION)
     if env := os.environ.get(C.CONFIG_ENV_VAR):
         return ConfigFile(Path(env), ORIGIN_ENV)
-    return ConfigFile(Path(str(resources.files("grebe") / C.PACKAGED_DEFAULT_CONFIG)),
-                      ORIGIN_PACKAGED)
+    return ConfigFile(packaged_config_path(), ORIGIN_PACKAGED)
+
+
+def packaged_config_path() -> Path:
+    """src/grebe/data/default.yaml: the sixteen seed streams and the real flows."""
+    return Path(str(resources.files("grebe") / C.PACKAGED_DEFAULT_CONFIG))
+
+
+def packaged_config_raw() -> dict[str, Any]:
+    """The packaged default.yaml as plain data, a fresh copy each call: the demo and
+    `grebe eval` start from it and change it."""
+    raw: dict[str, Any] = yaml.safe_load(packaged_config_path().read_text())
+    return raw
 
 
 def stream_lines(config: GrebeConfig, plans: Iterable[tuple[str, str]]) -> list[str]:
