@@ -13,10 +13,14 @@ import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from grebe.brokers.factory import build_ingest_producer, local_dead_letter_count, local_log
 from grebe.config import GrebeConfig
 from grebe.core.supervisor import Runtime
+
+if TYPE_CHECKING:
+    from grebe.brokers.local import LocalLog
 
 PROGRESS_REFRESH_S = 0.25  # how often progress re-reads the committed offsets
 
@@ -50,12 +54,16 @@ async def committed_messages(config: GrebeConfig) -> int:
     log = local_log(config)
     await log.open()
     try:
-        total = 0
-        for stream in config.streams:
-            total += sum((await log.committed(stream.group, stream.topic)).values())
-        return total
+        return await _committed(log, config)
     finally:
         await log.close()
+
+
+async def _committed(log: LocalLog, config: GrebeConfig) -> int:
+    total = 0
+    for stream in config.streams:
+        total += sum((await log.committed(stream.group, stream.topic)).values())
+    return total
 
 
 async def run_until_caught_up(
@@ -65,23 +73,34 @@ async def run_until_caught_up(
     """Start the runtime, wait until everything in the topics now is committed, stop.
 
     `on_progress(committed)` is called every `refresh_s` while the runtime works (it reads
-    the local log's committed offsets, so it needs local-broker streams)."""
+    the local log's committed offsets, through one connection kept open meanwhile, so it
+    needs local-broker streams)."""
     runtime = Runtime(config)
     started = time.perf_counter()
     await runtime.start()
     ready = time.perf_counter()
     try:
-        caught_up = asyncio.ensure_future(runtime.wait_caught_up())
-        try:
-            while not caught_up.done():
-                if on_progress is not None:
-                    on_progress(await committed_messages(config))
-                await asyncio.wait({caught_up}, timeout=refresh_s)
-            await caught_up
-        finally:
-            caught_up.cancel()
+        await _wait(runtime, config, on_progress, refresh_s)
         done = time.perf_counter()
     finally:
         await runtime.stop()
     return CaughtUp(startup_s=ready - started, processing_s=done - ready,
                     dead_lettered=await local_dead_letter_count(config))
+
+
+async def _wait(runtime: Runtime, config: GrebeConfig,
+                on_progress: Callable[[int], None] | None, refresh_s: float) -> None:
+    if on_progress is None:
+        await runtime.wait_caught_up()
+        return
+    log = local_log(config)
+    await log.open()
+    caught_up = asyncio.ensure_future(runtime.wait_caught_up())
+    try:
+        while not caught_up.done():
+            on_progress(await _committed(log, config))
+            await asyncio.wait({caught_up}, timeout=refresh_s)
+        await caught_up
+    finally:
+        caught_up.cancel()
+        await log.close()
