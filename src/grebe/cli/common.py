@@ -3,11 +3,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+
+if TYPE_CHECKING:  # not imported at start: `grebe --help` stays quick
+    from grebe.commands.startup import ConfigFile
+    from grebe.config import GrebeConfig
+
+T = TypeVar("T")
 
 console = Console()
 
@@ -16,7 +23,7 @@ ConfigOption = Annotated[
 ]
 
 
-def core_config(path: Path | None, **overrides: object):  # -> GrebeConfig
+def core_config(path: Path | None, **overrides: object) -> GrebeConfig:
     from grebe.config import load_config
     from grebe.errors import ConfigError
 
@@ -27,7 +34,7 @@ def core_config(path: Path | None, **overrides: object):  # -> GrebeConfig
         raise typer.Exit(2) from exc
 
 
-def pipeline_config(path: Path | None):  # -> tuple[GrebeConfig, ConfigFile]
+def pipeline_config(path: Path | None) -> tuple[GrebeConfig, ConfigFile]:
     """`grebe run` and `grebe serve`: with no config file (no -c, no $GREBE_CONFIG) they
     run the packaged defaults (src/grebe/data/default.yaml: the sixteen streams and the
     real flows), not the programmatic no-op default, so ingesting posts and running
@@ -56,7 +63,7 @@ def core_logging(verbose: bool = False, level: int | None = None) -> None:
     install_log_scrubbing()  # no URL credentials or upstream tokens in the log
 
 
-def broker_call(coro):  # (Coroutine[T]) -> T
+def broker_call(coro: Coroutine[Any, Any, T]) -> T:
     """Run a broker command; a broker or config error is one red line and exit 1, not a
     traceback."""
     import asyncio
@@ -76,7 +83,7 @@ def format_time(epoch: float) -> str:
     return datetime.datetime.fromtimestamp(epoch).isoformat(sep=" ", timespec="seconds")
 
 
-def serving_config(path: Path | None, section: str, **values: object):  # -> GrebeConfig
+def serving_config(path: Path | None, section: str, **values: object) -> GrebeConfig:
     """The config with `values` (those not None) set in its free-form `section`."""
     settings = core_config(path)
     chosen = {k: v for k, v in values.items() if v is not None}
