@@ -15,11 +15,11 @@ import asyncio
 import time
 from typing import Any
 
+from grebe.commands.demo_set import messages
 from grebe.config import load_config
 from grebe.core.memo import PayloadMemo
 from grebe.core.planmaster import PlanMaster
 from grebe.flows import registry
-from grebe.flows.demo_set import messages
 from grebe.flows.models import build_models
 from grebe.flows.settings import FlowSettings
 from grebe.stores.base import MemoryStore

@@ -9,6 +9,8 @@ from typer.testing import CliRunner
 from grebe import constants as C
 from grebe.cli import app
 
+STARTUP_LOGGER = "grebe.commands.startup"
+
 
 @pytest.mark.slow
 def test_no_config_ingest_then_run_annotates_with_the_default_flows(tmp_path, monkeypatch):
@@ -18,15 +20,17 @@ def test_no_config_ingest_then_run_annotates_with_the_default_flows(tmp_path, mo
     lines: list[str] = []
     handler = logging.Handler(logging.INFO)
     handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
-    coverage_log = logging.getLogger("grebe.core.coverage")
-    level = coverage_log.level
-    coverage_log.setLevel(logging.INFO)
-    coverage_log.addHandler(handler)
+    loggers = [logging.getLogger(name) for name in ("grebe.core.coverage", STARTUP_LOGGER)]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.INFO)
+        logger.addHandler(handler)
     try:
         _ingest_and_run(tmp_path, monkeypatch, lines)
     finally:
-        coverage_log.removeHandler(handler)
-        coverage_log.setLevel(level)
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.removeHandler(handler)
+            logger.setLevel(level)
 
 
 def _ingest_and_run(tmp_path, monkeypatch, lines):
@@ -45,6 +49,11 @@ def _ingest_and_run(tmp_path, monkeypatch, lines):
     assert "running the defaults of" in result.output
     assert "stream unified_posts runs: post_safety, post_embedding_with_summary, mm_emb_v5" \
         in lines
+    assert ("stream unified_posts: local topic posts, eligibilities post_safety, "
+            "post_embedding_with_summary, mm_emb_v5 → plans post_safety, "
+            "post_embedding_with_summary, mm_emb_v5") in lines
+    assert any(line.startswith("config: ") and line.endswith("(no config file: the packaged "
+                                                              "defaults)") for line in lines)
     shown = runner.invoke(app, ["annotations", "d1", "--json"])
     assert shown.exit_code == 0, shown.output
     producers = {row["producer"] for row in json.loads(shown.output)}

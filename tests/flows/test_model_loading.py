@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from grebe.commands.demo_set import skimage_dir
 from grebe.config import load_config
 from grebe.core.bundle import PlanBundle
 from grebe.core.planmaster import PlanMaster
 from grebe.flows import registry
-from grebe.flows.demo_set import skimage_dir
 from grebe.flows.models import FlowModels, build_media, build_models, heads_available
 from grebe.flows.settings import FlowSettings
 from grebe.inference.lazy import LazyService

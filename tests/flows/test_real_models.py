@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from grebe.commands.demo_set import make_speech_video, skimage_dir, speech_wav
 from grebe.config import load_config
 from grebe.core.planmaster import PlanMaster
 from grebe.flows import registry
-from grebe.flows.demo_set import make_speech_video, skimage_dir, speech_wav
 from grebe.flows.models import build_media, build_models
 from grebe.flows.settings import FlowSettings
 from grebe.stores.base import MemoryStore

@@ -4,5 +4,5 @@ Read in this order: `shared` (filters, rate limit, media hydration, memoised mod
 the sink), then a flow (`spam`, `safety`, `ptos`, `banger`, `replies`, `embeddings`,
 `multimodal`), then `registry` (all plans and the bundle the engine runs). `settings`
 holds every threshold, `llm` the chat-model path, `basic` the runtime's built-in plans,
-`demo`/`demo_set`/`report` the `grebe demo` job and `analyze` the `grebe analyze` command.
+`analyze` the Analyzer behind /v1/analyze and `grebe analyze` (tooling is in grebe.commands).
 """

@@ -1,4 +1,5 @@
-"""Terminal output of `grebe demo` and `grebe analyze` (rich), kept out of cli.py."""
+"""Terminal output of `grebe demo`, `grebe analyze` and `grebe eval` (rich), kept out of
+the CLI so each command there stays a thin shell."""
 
 from __future__ import annotations
 
@@ -14,15 +15,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 if TYPE_CHECKING:
+    from grebe.commands.demo_summary import BasicSummary, DemoSummary
     from grebe.config import GrebeConfig
     from grebe.core.plan import PlanResult
-    from grebe.flows.demo import DemoSummary
 
 SCORE_LIMIT = 8  # scores shown per flow in analyze's table
 
 
 def demo_command(data_dir: Path | None, console: Console) -> DemoSummary:
-    from grebe.flows.demo import run_demo
+    from grebe.commands.demo import run_demo
 
     logging.getLogger("grebe").setLevel(logging.ERROR)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -35,6 +36,33 @@ def demo_command(data_dir: Path | None, console: Console) -> DemoSummary:
 
         summary = asyncio.run(run_demo(data_dir, on_progress=on_progress))
     print_demo(summary, console)
+    return summary
+
+
+def basic_demo_command(data_dir: Path | None, console: Console) -> BasicSummary:
+    """`grebe demo --basic`: the sample through the `basic` plan, then a table."""
+    from grebe.commands.demo import run_basic_demo
+
+    with console.status("running the sample through the pipeline..."):
+        summary = asyncio.run(run_basic_demo(data_dir))
+    table = Table(title="grebe demo")
+    table.add_column("")
+    table.add_column("", justify="right")
+    for name, value in (
+        ("sample lines", summary.lines),
+        ("rejected at ingest (malformed)", summary.rejected_at_ingest),
+        ("ingested", summary.ingested),
+        ("annotated", summary.annotated),
+        ("skipped (no text)", summary.skipped),
+        ("dead-lettered", summary.dead_lettered),
+        ("engine start-up", f"{summary.startup_s:.2f} s"),
+        ("processing", f"{summary.processing_s:.2f} s"),
+        ("posts/s", f"{summary.posts_per_s:,.0f}"),
+    ):
+        table.add_row(name, str(value))
+    console.print(table)
+    console.print(f"data in {summary.data_dir} — try `grebe dlq list` or `grebe annotations "
+                  f"sample-0000` with GREBE_DATA_DIR={summary.data_dir}")
     return summary
 
 
@@ -68,7 +96,7 @@ def print_demo(summary: DemoSummary, console: Console) -> None:
 
 def analyze_command(config: GrebeConfig, text: str, *, images: list[str], videos: list[str],
                     reply_to: str | None, as_json: bool, console: Console) -> None:
-    from grebe.flows.analyze import analyze
+    from grebe.commands.analyze import analyze
 
     logging.getLogger("grebe").setLevel(logging.ERROR)
     with console.status("loading models and analysing..."):
@@ -120,7 +148,7 @@ def _rate(value: float | None) -> str:
 
 def eval_command(path: Path, label_field: str, *, config: GrebeConfig | None,
                  plans: list[str], as_json: bool, console: Console) -> None:
-    from grebe.flows.evaluate import evaluate
+    from grebe.commands.evaluate import evaluate
 
     logging.getLogger("grebe").setLevel(logging.ERROR)
     with console.status("loading models and running the flows..."):

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grebe.flows.demo import DemoSummary, FlowStats
-from grebe.flows.demo_set import DemoPost
-from grebe.flows.report import render
+from grebe.commands.demo_set import DemoPost
+from grebe.commands.demo_summary import DemoSummary, FlowStats
+from grebe.commands.report import render
 from grebe.types import Annotation, Envelope, Post
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from grebe.flows import demo, models
+from flows.conftest import fake_models
+from flows.doubles import FakeMedia
+from grebe.commands import demo
+from grebe.flows import models
 from grebe.flows.services import MediaFacts
 from grebe.stores.sqlite import SqliteStore, iter_all
-
-from .conftest import fake_models
-from .doubles import FakeMedia
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ own arithmetic (annotated + skipped + dead == ingested holds by construction, si
 import json
 from typing import Any
 
-from grebe.demo import demo_config, run_demo, sample_path
+from grebe.commands.demo import basic_config, run_basic_demo, sample_path
 from grebe.dlq import list_dead_letters
 from grebe.flows.basic import PRODUCER
 from grebe.stores.sqlite import SqliteStore
@@ -43,7 +43,7 @@ async def test_demo_runs_the_sample_end_to_end(tmp_path):
         sample_path().read_text().splitlines()
     )
     assert with_text and without_text and not_posts  # the sample exercises every path
-    summary = await run_demo(tmp_path, engine={"processes": 0})
+    summary = await run_basic_demo(tmp_path, engine={"processes": 0})
     assert summary.rejected_at_ingest == broken
     store = SqliteStore(tmp_path / "annotations.db")
     await store.start()
@@ -56,7 +56,7 @@ async def test_demo_runs_the_sample_end_to_end(tmp_path):
         assert await store.count() == len(with_text) == summary.annotated
     finally:
         await store.stop()
-    dead = await list_dead_letters(demo_config(tmp_path))
+    dead = await list_dead_letters(basic_config(tmp_path))
     # Dead letters are exactly the JSON lines that are not posts (decode errors).
     originals = sorted(entry.record.original.decode() for entry in dead if entry.record)
     assert originals == sorted(not_posts)

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from grebe.flows.demo import DemoSummary
-    from grebe.flows.demo_set import DemoPost
+    from grebe.commands.demo_set import DemoPost
+    from grebe.commands.demo_summary import DemoSummary
     from grebe.types import Annotation
 
 EXAMPLES_PER_FLOW = 6

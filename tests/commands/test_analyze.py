@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from flows.conftest import fake_models
+from flows.doubles import FakeMedia
 from grebe.cli import app
-from grebe.flows import analyze, models
+from grebe.commands import analyze
+from grebe.flows import models
 from grebe.flows.services import MediaFacts
-
-from .conftest import fake_models
-from .doubles import FakeMedia
 
 
 @pytest.fixture

@@ -246,37 +246,24 @@ async def run_flows(config: GrebeConfig, examples: list[Example]) -> tuple[
     number of dead letters."""
     import asyncio
 
-    from grebe.brokers.factory import local_dead_letter_count, local_log
-    from grebe.brokers.local import LocalProducer
-    from grebe.core.supervisor import Runtime
+    from grebe.commands.catchup import publish, run_until_caught_up
     from grebe.stores.sqlite import iter_all
 
-    producer = LocalProducer(local_log(config))
-    await producer.start()
-    try:
-        await producer.publish_many(EVAL_TOPIC, [
-            (e.post.id.encode(), codec.encode(Envelope(post=e.post))) for e in examples])
-    finally:
-        await producer.stop()
-    runtime = Runtime(config)
-    await runtime.start()
-    try:
-        await runtime.wait_caught_up()
-    finally:
-        await runtime.stop()
-    dead = await local_dead_letter_count(config)
+    await publish(config, {EVAL_TOPIC: [
+        (e.post.id.encode(), codec.encode(Envelope(post=e.post))) for e in examples]})
+    run = await run_until_caught_up(config)
     rows = await asyncio.to_thread(lambda: list(iter_all(config.sqlite_path)))
-    return {(a.post_id, a.producer): list(a.labels) for a in rows}, dead
+    return {(a.post_id, a.producer): list(a.labels) for a in rows}, run.dead_lettered
 
 
 async def evaluate(path: Path, label_field: str, *, base: GrebeConfig | None = None,
                    plans: list[str] | None = None, data_dir: Path | None = None) -> EvalReport:
     """Read, run through the real flows, score. `base` defaults to the packaged
     default.yaml (the production-shaped config)."""
-    from grebe.flows.demo import default_config_raw
+    from grebe.commands.startup import packaged_config_raw
 
     if base is None:
-        raw = default_config_raw()
+        raw = packaged_config_raw()
         base = load_config(plans=raw.get("plans", {}), inference=raw.get("inference", {}),
                            media=raw.get("media", {}))
     settings = FlowSettings.from_section(base.plans)

@@ -1,0 +1,1 @@
+"""Command logic behind the grebe CLI: tooling apart from the product."""
