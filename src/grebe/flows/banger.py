@@ -19,13 +19,15 @@ import re
 from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
 from grebe.flows import language, llm, shared
+from grebe.flows.catalog import Flow
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import BangerSettings
 from grebe.flows.signals import count_links, words
 from grebe.flows.sinks import SinkRules, sink_with
-from grebe.types import Eligibility, Post
+from grebe.types import Post
 
 VERSION = "1"
+NAME = "banger_initial_screen"  # the plan, its eligibility and its `plans.` key
 LABEL_BANGER = "banger_candidate"
 TOPIC_PREFIX = "topic:"
 CATEGORY_PREFIX = "category:"
@@ -139,7 +141,7 @@ async def score(ctx: TaskContext) -> float:
 
 
 PLAN = Plan(
-    Eligibility.BANGER_INITIAL_SCREEN.value,
+    NAME,
     tasks={
         "filter": shared.filters,
         "rate_limit": shared.rate_limit,
@@ -161,6 +163,8 @@ PLAN = Plan(
         "score": ["media", "topics", "penalties"],
         "sink": ["score"],
     },
-    eligibility=Eligibility.BANGER_INITIAL_SCREEN.value,
+    eligibility=NAME,
     version=VERSION,
 )
+
+FLOW = Flow(plan=PLAN, settings=BangerSettings, order=40)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
 from grebe.flows import judge, language, llm, shared
+from grebe.flows.catalog import Flow
 from grebe.flows.policy import RESTRICTIVE_ACTIONS
 from grebe.flows.ptos_depth import (
     CHILD_SAFETY,
@@ -38,9 +39,9 @@ from grebe.flows.ptos_rules import with_heads as head_categories
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import PolicyRule, PtosSettings
 from grebe.flows.sinks import SinkRules, sink_with
-from grebe.types import Eligibility
 
 VERSION = "1"
+NAME = "safety_ptos"  # the plan, its eligibility and its `plans.` key
 LABEL_ONLY = "label"  # the mildest action: a label, nothing taken away
 REVIEW = "review"  # the action when two readers disagree: a person decides
 CATEGORIES = ("spam", "hate", "harassment", "sexual", "violence", "self_harm",
@@ -239,7 +240,7 @@ async def policy(ctx: TaskContext) -> dict[str, str]:
 
 
 PLAN = Plan(
-    Eligibility.SAFETY_PTOS.value,
+    NAME,
     tasks={
         "filter": shared.filters,
         "rate_limit": shared.rate_limit,
@@ -261,6 +262,8 @@ PLAN = Plan(
         "policy": ["cross_check"],
         "sink": ["policy"],
     },
-    eligibility=Eligibility.SAFETY_PTOS.value,
+    eligibility=NAME,
     version=VERSION,
 )
+
+FLOW = Flow(plan=PLAN, settings=PtosSettings, order=30)

@@ -15,12 +15,13 @@ from __future__ import annotations
 from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
 from grebe.flows import judge, language, llm, shared
+from grebe.flows.catalog import Flow
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import SafetySettings
 from grebe.flows.sinks import SinkRules, sink_with
-from grebe.types import Eligibility
 
 VERSION = "1"
+NAME = "post_safety"  # the plan, its eligibility and its `plans.` key
 LABEL_SAFE = "safe"
 LABEL_NSFW = "nsfw"
 LABEL_HATE = "hate"
@@ -156,7 +157,7 @@ async def classify(ctx: TaskContext) -> list[str]:
 
 
 PLAN = Plan(
-    Eligibility.POST_SAFETY.value,
+    NAME,
     tasks={
         "filter": shared.filters,
         "rate_limit": shared.rate_limit,
@@ -177,6 +178,8 @@ PLAN = Plan(
         "classify": ["post_text", "media_text"],
         "sink": ["classify"],
     },
-    eligibility=Eligibility.POST_SAFETY.value,
+    eligibility=NAME,
     version=VERSION,
 )
+
+FLOW = Flow(plan=PLAN, settings=SafetySettings, order=20)

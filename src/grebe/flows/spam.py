@@ -20,15 +20,16 @@ from __future__ import annotations
 from grebe.core.plan import Plan
 from grebe.core.task import SkipTask, TaskContext
 from grebe.flows import judge, language, llm, shared
+from grebe.flows.catalog import Flow
 from grebe.flows.coordination import Campaign
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import SpamSettings
 from grebe.flows.signals import TextSignals, text_signals
 from grebe.flows.sinks import SinkRules, sink_with
 from grebe.flows.thread import spam_reply_skip, thread_facts
-from grebe.types import Eligibility
 
 VERSION = "1"
+NAME = "spam_comment"  # the plan, its eligibility and its `plans.` key
 LABEL_SPAM = "spam"
 LABEL_NOT_SPAM = "not_spam"
 LABEL_COORDINATED = "coordinated_spam"
@@ -182,7 +183,7 @@ async def classify(ctx: TaskContext) -> float:
 
 
 PLAN = Plan(
-    Eligibility.SPAM_COMMENT.value,
+    NAME,
     tasks={
         "filter": shared.filters,
         "reply_filter": reply_filter,
@@ -207,6 +208,8 @@ PLAN = Plan(
         "classify": ["head", "offensive", "signals", "coordination"],
         "sink": ["classify"],
     },
-    eligibility=Eligibility.SPAM_COMMENT.value,
+    eligibility=NAME,
     version=VERSION,
 )
+
+FLOW = Flow(plan=PLAN, settings=SpamSettings, order=10)
