@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 #: Keys of the `plans:` section that configure the section itself, not one plan.
 PLANS_SECTION_KEYS = frozenset(
     {"factory", "enabled", "classifier", "prompts_dir", "defaults", "author_memory",
-     "shared_cache"}
+     "shared_cache", "language", "policy_file", "policy_version", "heads", "heads_path"}
 )
 
 
