@@ -22,8 +22,8 @@ from grebe.flows import language, llm, shared
 from grebe.flows.catalog import Flow
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import BangerSettings
-from grebe.flows.signals import count_links, words
 from grebe.flows.sinks import SinkRules, sink_with
+from grebe.flows.text_signals import count_links, words
 from grebe.types import Post
 
 VERSION = "1"

@@ -21,7 +21,7 @@ from grebe.flows import replies, shared
 from grebe.flows.catalog import Flow
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import EmbeddingSettings, ReplyEmbeddingSettings
-from grebe.flows.signals import sentences
+from grebe.flows.text_signals import sentences
 
 VERSION = "2"  # 2: the embedding is of the summary of text, OCR and transcript
 # Each plan's name: also its eligibility and its `plans.` settings key.

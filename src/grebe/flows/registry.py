@@ -17,12 +17,12 @@ from grebe.core.bundle import PlanBundle
 from grebe.core.memo import SharedCache
 from grebe.core.plan import Plan
 from grebe.flows import catalog
+from grebe.flows.author_memory import AuthorMemory
 from grebe.flows.coordination import CoordinationIndex
 from grebe.flows.enforcement import EnforcementHistory
 from grebe.flows.llm import PromptBook
 from grebe.flows.services import FlowServices, PlanLimiter, RecentKeys
 from grebe.flows.settings import FlowSettings
-from grebe.flows.signals import AuthorMemory
 from grebe.flows.sinks import FlagRecords
 
 if TYPE_CHECKING:

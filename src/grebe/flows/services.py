@@ -143,7 +143,7 @@ class FlowServices:
     spam_head: SpamScorer
     store: AnnotationStore
     cache: Any  # grebe.core.memo.SharedCache
-    authors: Any  # grebe.flows.signals.AuthorMemory
+    authors: Any  # grebe.flows.author_memory.AuthorMemory
     language: TextClassifier | None = None  # {iso_code: p}
     media: MediaHydrator | None = None
     chat: ChatModel | None = None

@@ -16,11 +16,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from grebe import codec
 from grebe.core.task import SkipTask, TaskContext, TaskSpec
 from grebe.flows.services import FlowServices, MediaFacts, MediaHydrator, first
 from grebe.inference.lazy import ensure_ready
-from grebe.types import Annotation, Post, post_fingerprint
+from grebe.types import Annotation, Post
 
 if TYPE_CHECKING:
     from grebe.flows.sinks import SinkRules
@@ -274,45 +273,18 @@ async def transcript(ctx: TaskContext) -> str:
 
 
 async def sink(ctx: TaskContext, rules: SinkRules | None = None) -> Annotation:
-    """Upsert the plan's annotation (idempotent by post, producer, version), apply the
-    plan's flags to the post/author records and publish it to the output topic, as the
-    plan's `rules` (grebe.flows.sinks) say; then remember the post for the plan's dedupe
-    window."""
+    """Record the post's language in the output, write the annotation as the plan's
+    `rules` (grebe.flows.sinks) say, then remember the post for the plan's dedupe window."""
     from grebe.flows.language import record
-    from grebe.flows.sinks import POST_RECORD, USER_KEY_PREFIX, USER_RECORD
-    from grebe.flows.sinks import SinkRules as Rules
-
-    rules = rules or Rules()
+    from grebe.flows.sinks import write_annotation
 
     services = services_of(ctx)
-    out, post = ctx.output, ctx.payload.post
     await record(ctx)
-    annotation = Annotation(
-        post_id=post.id,
-        producer=ctx.plan,
-        version=services.plan_versions.get(ctx.plan, "1"),
-        labels=list(out.labels),
-        scores=dict(out.scores),
-        reasons=dict(out.reasons),
-        embedding=out.embedding,
-        transcript=out.transcript,
-        model_versions=dict(out.model_versions),
-        content_fingerprint=post_fingerprint(post),
-        policy_version=services.settings.policy_version or None,
-    )
-    await services.store.upsert([annotation])
-    labels = set(out.labels)
-    if services.records is not None and labels & rules.post_flags:
-        await services.records.merge(POST_RECORD, post.id, labels & rules.post_flags, ctx.plan,
-                                     annotation.content_fingerprint, annotation.policy_version)
-    if services.records is not None and labels & rules.author_flags:
-        await services.records.merge(USER_RECORD, f"{USER_KEY_PREFIX}{post.author_id}",
-                                     labels & rules.author_flags, ctx.plan,
-                                     policy_version=annotation.policy_version)
-    if services.producer is not None and rules.publishes(post.is_reply):
-        await services.producer.publish(
-            services.output_topic, post.id.encode(), codec.encode(annotation)
-        )
+    annotation = await write_annotation(
+        ctx, store=services.store, producer=ctx.plan,
+        version=services.plan_versions.get(ctx.plan, "1"), publisher=services.producer,
+        topic=services.output_topic, rules=rules, records=services.records,
+        policy_version=services.settings.policy_version or None)
     if settings_of(ctx).dedupe_ttl_s:
-        services.dedupe.record(ctx.plan, post.id)
+        services.dedupe.record(ctx.plan, ctx.payload.post.id)
     return annotation

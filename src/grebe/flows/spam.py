@@ -24,8 +24,8 @@ from grebe.flows.catalog import Flow
 from grebe.flows.coordination import Campaign
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import SpamSettings
-from grebe.flows.signals import TextSignals, text_signals
 from grebe.flows.sinks import SinkRules, sink_with
+from grebe.flows.text_signals import TextSignals, text_signals
 from grebe.flows.thread import spam_reply_skip, thread_facts
 
 VERSION = "1"
