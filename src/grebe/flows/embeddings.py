@@ -48,7 +48,7 @@ async def summarize(ctx: TaskContext, text: str) -> str:
     parts = sentences(text)[: settings.max_sentences]
     if len(parts) <= settings.summary_sentences:
         return " ".join(parts)
-    embedder = ctx.services.embedder
+    embedder = ctx.services.models.embedder
 
     async def compute() -> str:
         chosen = central_sentences(await embedder.embed(parts), settings.summary_sentences)

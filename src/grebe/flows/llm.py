@@ -128,11 +128,11 @@ class PromptBook:
 async def ask(ctx: TaskContext, prompt: str, schema: Any, **values: Any) -> Any:
     """Render `prompt`, ask the configured chat model, return the validated answer."""
     services = ctx.services
-    if services.chat is None:
+    if services.models.chat is None:
         raise InferenceError(
             f"plan {ctx.plan!r} is configured for the llm classifier but no chat model is "
             "configured (inference.chat)"
         )
-    ctx.output.model_versions["chat"] = services.chat.name
+    ctx.output.model_versions["chat"] = services.models.chat.name
     messages = services.prompts.render(prompt, **values)
-    return await services.chat.complete_json(messages, schema)
+    return await services.models.chat.complete_json(messages, schema)

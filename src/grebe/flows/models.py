@@ -51,7 +51,7 @@ from grebe.types import Post
 
 if TYPE_CHECKING:
     from grebe.config import GrebeConfig
-    from grebe.flows.services import MediaHydrator, SpamScorer
+    from grebe.flows.services import MediaHydrator, SpamScorer, TextHeadScorer
     from grebe.flows.settings import FlowSettings
 
 _HATE_KEYS = {"hate": HATE_SPEECH, "offensive": OFFENSIVE_LANGUAGE}
@@ -68,7 +68,7 @@ class FlowModels:
     nsfw: Any = None  # ImageClassifier, used by the media pipeline
     ocr: Any = None  # OCR, used by the media pipeline
     transcriber: Any = None  # Transcriber, used by the media pipeline's ASR
-    heads: HeadsService | None = None  # the trained text heads on the shared embedding
+    heads: TextHeadScorer | None = None  # the trained text heads on the shared embedding
     _together: StartTogether | None = field(default=None, init=False, repr=False)
 
     def components(self) -> list[Any]:

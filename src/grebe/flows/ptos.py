@@ -57,7 +57,7 @@ TEXT_MODELS = "the spam, hate and offensive-language models"
 
 
 async def spam(ctx: TaskContext) -> float:
-    if ctx.services.heads is not None and not shared.uses_llm(ctx):
+    if ctx.services.models.heads is not None and not shared.uses_llm(ctx):
         await judge.verdicts(ctx, text_of(ctx))  # one embedding, every head, memoised
         return 0.0
     if shared.uses_llm(ctx) or await language.local_abstain(ctx, TEXT_MODELS):
@@ -66,7 +66,7 @@ async def spam(ctx: TaskContext) -> float:
 
 
 async def toxicity(ctx: TaskContext) -> dict[str, float]:
-    if (shared.uses_llm(ctx) or ctx.services.heads is not None
+    if (shared.uses_llm(ctx) or ctx.services.models.heads is not None
             or await language.local_abstain(ctx, TEXT_MODELS)):
         return {"hate": 0.0, "offensive": 0.0}
     hate = await shared.hate_scores(ctx, text_of(ctx))
@@ -79,7 +79,7 @@ async def local_categories(ctx: TaskContext, settings: PtosSettings) -> dict[str
     """Step 1 on the local models: the heads when loaded, else the pre-heads models; a
     post in a language they do not cover keeps only what does not read its text."""
     text, facts = text_of(ctx), ctx.results["media"]
-    if ctx.services.heads is not None:
+    if ctx.services.models.heads is not None:
         found = await judge.verdicts(ctx, text)
         abstained = [v.reason for v in found.values() if v.abstained]
         why_not = abstained[0] if abstained else None

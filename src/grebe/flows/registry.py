@@ -27,6 +27,7 @@ from grebe.flows.sinks import FlagRecords
 
 if TYPE_CHECKING:
     from grebe.config import GrebeConfig
+    from grebe.flows.models import FlowModels
 
 FACTORY = C.FLOWS_PLANS_FACTORY
 
@@ -49,7 +50,7 @@ def __getattr__(name: str) -> Any:
 
 
 def assemble(
-    settings: FlowSettings, *, models: Any, store: Any, producer: Any = None,
+    settings: FlowSettings, *, models: FlowModels, store: Any, producer: Any = None,
     media: Any = None, output_topic: str = "annotations", rate_limit_storage: str = "memory://",
     rate_limit_namespace: str = C.DEFAULT_REDIS_NAMESPACE,
 ) -> FlowServices:
@@ -62,12 +63,7 @@ def assemble(
     plans = all_plans()
     return FlowServices(
         settings=settings,
-        embedder=models.embedder,
-        offensive=models.offensive,
-        hate=models.hate,
-        spam_head=models.spam_head,
-        language=models.language,
-        chat=models.chat,
+        models=models,
         store=store,
         producer=producer,
         media=media,
@@ -80,7 +76,6 @@ def assemble(
         dedupe=RecentKeys(max_ttl_s=max(
             (settings.plan(p.name).dedupe_ttl_s for p in plans), default=1.0) or 1.0),
         plan_versions={plan.name: plan.version for plan in plans},
-        heads=getattr(models, "heads", None),
         enforcement=EnforcementHistory(store, entries_per_author=history.entries_per_author,
                                        window_s=history.window_s),
         records=FlagRecords(store),

@@ -49,7 +49,7 @@ TEXT_MODELS = "the hate and offensive-language models"
 async def post_text(ctx: TaskContext) -> dict[str, float]:
     """The post text's scores; zeros when the models do not cover its language (media
     text is OCR'd and transcribed by English models, so it is scored as English)."""
-    if ctx.services.heads is not None and not shared.uses_llm(ctx):
+    if ctx.services.models.heads is not None and not shared.uses_llm(ctx):
         found = await judge.verdicts(ctx, ctx.payload.post.text)
         return {name: v.score for name, v in found.items()}
     if shared.uses_llm(ctx) or await language.local_abstain(ctx, TEXT_MODELS):
@@ -62,7 +62,7 @@ async def media_text(ctx: TaskContext) -> dict[str, float]:
     if shared.uses_llm(ctx):  # the chat model reads the media text itself
         return {LABEL_HATE: 0.0, LABEL_OFFENSIVE: 0.0}
     text = f"{facts.ocr_text}\n{facts.transcript}"
-    if ctx.services.heads is not None:
+    if ctx.services.models.heads is not None:
         found = await judge.verdicts(ctx, text, gate=False)
         return {name: v.score for name, v in found.items()}
     return await text_scores(ctx, text)
@@ -115,7 +115,7 @@ async def classify_heads(ctx: TaskContext, settings: SafetySettings) -> list[str
 async def classify(ctx: TaskContext) -> list[str]:
     settings: SafetySettings = shared.settings_of(ctx)
     facts: MediaFacts = ctx.results["media"]
-    if ctx.services.heads is not None and not shared.uses_llm(ctx):
+    if ctx.services.models.heads is not None and not shared.uses_llm(ctx):
         return await classify_heads(ctx, settings)
     if ctx.services.settings.backend(ctx.plan) == "llm":
         verdict = await llm.ask(

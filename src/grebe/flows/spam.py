@@ -69,7 +69,7 @@ async def abstain(ctx: TaskContext) -> str | None:
 async def head(ctx: TaskContext) -> float:
     if shared.uses_llm(ctx) or await abstain(ctx):
         return 0.0
-    if ctx.services.heads is not None:
+    if ctx.services.models.heads is not None:
         return (await judge.verdicts(ctx, full_text(ctx)))[judge.SPAM].score
     return await shared.spam_head_score(ctx, full_text(ctx))
 
@@ -77,7 +77,7 @@ async def head(ctx: TaskContext) -> float:
 async def offensive(ctx: TaskContext) -> float:
     """The offensive part of the pre-heads noisy-or (the heads' spam head needs none:
     offensiveness is not spam)."""
-    if shared.uses_llm(ctx) or ctx.services.heads is not None or await abstain(ctx):
+    if shared.uses_llm(ctx) or ctx.services.models.heads is not None or await abstain(ctx):
         return 0.0
     return await shared.offensive_score(ctx, full_text(ctx))
 
@@ -169,7 +169,7 @@ async def classify(ctx: TaskContext) -> float:
         # The model's yes/no decides the label; its score is reported as given.
         verdict = await llm.ask(ctx, "spam", llm.SpamVerdict, text=full_text(ctx))
         score, reason, is_spam = verdict.score, verdict.reason, verdict.spam
-    elif ctx.services.heads is not None:
+    elif ctx.services.models.heads is not None:
         score, reason, is_spam = await with_heads(ctx, settings)
     else:
         score, reason = combine(ctx.results["head"], ctx.results["signals"],
