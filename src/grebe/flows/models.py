@@ -23,7 +23,7 @@ import numpy as np
 
 from grebe.errors import InferenceError
 from grebe.flows.services import MediaFacts
-from grebe.inference.base import ChatModel, Embedder, TextClassifier
+from grebe.inference.base import ChatModel, Embedder, Service, TextClassifier
 from grebe.inference.factory import (
     InferenceConfig,
     build_chat_model,
@@ -78,7 +78,7 @@ class FlowModels:
         parts = [p for p in (self.embedder, self.offensive, self.hate, self.spam_head,
                              self.language, self.chat, self.nsfw, self.ocr,
                              self.transcriber, self.heads)
-                 if p is not None and hasattr(p, "start")]
+                 if isinstance(p, Service)]
         eager = StartTogether([p for p in parts if not _is_lazy(p)])
         # The same group on every call: callers start one list and stop another.
         same = self._together is not None and len(self._together.parts) == len(eager.parts) \

@@ -24,6 +24,7 @@ from grebe.flows.llm import PromptBook
 from grebe.flows.services import FlowServices, PlanLimiter, RecentKeys
 from grebe.flows.settings import FlowSettings
 from grebe.flows.sinks import FlagRecords
+from grebe.inference.base import Service
 
 if TYPE_CHECKING:
     from grebe.config import GrebeConfig
@@ -85,11 +86,12 @@ def assemble(
     )
 
 
-def lifecycles(components: Sequence[Any]) -> list[Any]:
-    """Each component with a start()/stop() once, in order (a model may serve twice)."""
-    seen: list[Any] = []
+def lifecycles(components: Sequence[Any]) -> list[Service]:
+    """Each component with a start()/stop() lifecycle once, in order (a model may serve
+    twice; None, an absent optional part, has none)."""
+    seen: list[Service] = []
     for component in components:
-        if not (hasattr(component, "start") and hasattr(component, "stop")):
+        if not isinstance(component, Service):
             continue
         if all(component is not s for s in seen):
             seen.append(component)
