@@ -56,7 +56,12 @@ FLOW_MODULE = textwrap.dedent('''
                        "sink": sink_with(SinkRules())}},
                 {{"count": ["filter"], "sink": ["count"]}}, eligibility=NAME)
 
-    FLOW = Flow(plan=PLAN, settings=ExclaimSettings, order=1000)
+    PROMPT = """## system
+    You rate excitement.
+    ## user
+    $text"""
+
+    FLOW = Flow(plan=PLAN, settings=ExclaimSettings, order=1000, prompts={{NAME: PROMPT}})
 ''')
 
 
@@ -135,6 +140,14 @@ def test_a_new_flows_settings_are_validated_at_config_load(
         _config(tmp_path, new_flow, **{new_flow: {"min_marks": 0}})
     with pytest.raises(ConfigError, match=rf"plans\.{new_flow}\.min_mraks"):
         _config(tmp_path, new_flow, **{new_flow: {"min_mraks": 2}})
+
+
+def test_a_new_flows_prompt_ships_in_its_module(new_flow: str) -> None:
+    from grebe.flows.llm import PromptBook
+
+    system, user = PromptBook().render(new_flow, text="wow!!!")
+    assert system == {"role": "system", "content": "You rate excitement."}
+    assert user == {"role": "user", "content": "wow!!!"}
 
 
 def test_without_the_module_its_eligibility_is_unknown(tmp_path: Path) -> None:

@@ -25,8 +25,8 @@ from __future__ import annotations
 import importlib
 import logging
 import pkgutil
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import metadata
 from types import ModuleType
@@ -47,13 +47,16 @@ FLOW_ATTRIBUTE = "FLOW"
 FLOWS_ATTRIBUTE = "FLOWS"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # by identity: `prompts` is a dict
 class Flow:
     """One flow: its plan, the settings model of `plans.<plan name>`, and its merge order."""
 
     plan: Plan
     settings: type[PlanSettings]
     order: int  # labels of a payload's plans merge in ascending order (ties: by name)
+    # The flow's LLM prompt templates by name (grebe.flows.llm's format), for a flow that
+    # ships its prompts in its module; the packaged and `plans.prompts_dir` files win.
+    prompts: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -128,6 +131,11 @@ def refresh() -> None:
 def by_name() -> dict[str, Flow]:
     """Plan name -> its flow, in merge order."""
     return {flow.name: flow for flow in flows()}
+
+
+def prompt_template(name: str) -> str | None:
+    """The template `name` some flow declares in its module, if any."""
+    return next((f.prompts[name] for f in flows() if name in f.prompts), None)
 
 
 def eligibilities() -> frozenset[str]:

@@ -15,6 +15,10 @@ Labels: `<category>` per match, `<category>.<subtype>` when a subtype matched,
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
+
 from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
 from grebe.flows import judge, language, llm, shared
@@ -46,6 +50,42 @@ LABEL_ONLY = "label"  # the mildest action: a label, nothing taken away
 REVIEW = "review"  # the action when two readers disagree: a person decides
 CATEGORIES = ("spam", "hate", "harassment", "sexual", "violence", "self_harm",
               *DEPTH_CATEGORIES)
+
+
+class CategoryScore(msgspec.Struct):
+    score: llm.Unit
+    reason: str
+
+
+class PtosCategories(msgspec.Struct):
+    spam: CategoryScore
+    hate: CategoryScore
+    harassment: CategoryScore
+    sexual: CategoryScore
+    violence: CategoryScore
+    self_harm: CategoryScore
+    child_safety: CategoryScore
+    violent_extremism: CategoryScore
+    civic_integrity: CategoryScore
+    illegal_goods: CategoryScore
+
+
+class ChildSafetyCheck(msgspec.Struct):
+    """The second, independent child-safety reader (its own prompt)."""
+
+    violation: bool
+    reason: str
+
+
+def policy_schema(actions: list[str]) -> dict[str, Any]:
+    """Policy actions come from config, so this schema is built as data."""
+    return {
+        "title": "PolicyDecision",
+        "type": "object",
+        "properties": {"action": {"type": "string", "enum": actions},
+                       "reason": {"type": "string"}},
+        "required": ["action", "reason"],
+    }
 
 
 def text_of(ctx: TaskContext) -> str:
@@ -104,7 +144,7 @@ async def categories(ctx: TaskContext) -> dict[str, float]:
     scored: dict[str, Scored]
     if ctx.services.settings.backend(ctx.plan) == "llm":
         facts: MediaFacts = ctx.results["media"]
-        answer = await llm.ask(ctx, "ptos_categories", llm.PtosCategories,
+        answer = await llm.ask(ctx, "ptos_categories", PtosCategories,
                                text=ctx.payload.post.text, ocr_text=facts.ocr_text or "(none)")
         scored = {}
         for c in CATEGORIES:
@@ -142,7 +182,7 @@ async def cross_check(ctx: TaskContext) -> dict[str, str]:
     second: CrossCheck | None = None
     if ctx.services.settings.backend(ctx.plan) == "llm":
         if matched or score >= settings.child_safety_check_floor:
-            answer = await llm.ask(ctx, "ptos_child_safety_check", llm.ChildSafetyCheck,
+            answer = await llm.ask(ctx, "ptos_child_safety_check", ChildSafetyCheck,
                                    text=ctx.payload.post.text,
                                    ocr_text=facts.ocr_text or "(none)")
             second = CrossCheck(answer.violation, f"second prompt: {answer.reason}")
@@ -209,7 +249,7 @@ async def policy(ctx: TaskContext) -> dict[str, str]:
         if ctx.services.settings.backend(ctx.plan) == "llm":
             actions = [r.action for r in rules]
             answer = await llm.ask(
-                ctx, "ptos_policy", llm.policy_schema(actions), category=category,
+                ctx, "ptos_policy", policy_schema(actions), category=category,
                 score=f"{score:.2f}", reason=ctx.output.reasons[f"ptos.{category}"],
                 actions=", ".join(actions), text=ctx.payload.post.text,
             )

@@ -17,6 +17,9 @@ risky-reply signal.
 from __future__ import annotations
 
 import bisect
+from typing import Annotated
+
+import msgspec
 
 from grebe.core.plan import Plan
 from grebe.core.task import SkipTask, TaskContext
@@ -32,6 +35,11 @@ NAME = "reply_ranking"  # the plan, its eligibility and its `plans.` key
 LABEL_PREFIX = "reply_score:"
 SKIP_NO_PARENT = "reply without its parent post in the payload context"
 LABEL_RISKY = "risky_high_viz_reply"
+
+
+class ReplyVerdict(msgspec.Struct):
+    score: Annotated[int, msgspec.Meta(ge=0, le=3)]
+    reason: str
 
 
 async def parent(ctx: TaskContext) -> Post:
@@ -112,7 +120,7 @@ async def rank(ctx: TaskContext) -> int:
     settings: ReplySettings = shared.settings_of(ctx)
     if ctx.services.settings.backend(ctx.plan) == "llm":
         thread = thread_texts(ctx.payload, settings.max_thread_posts)
-        verdict = await llm.ask(ctx, "reply_ranking", llm.ReplyVerdict,
+        verdict = await llm.ask(ctx, "reply_ranking", ReplyVerdict,
                                 text=ctx.payload.post.text, parent=render_thread(thread))
         score, reason = verdict.score, verdict.reason
     else:

@@ -12,6 +12,8 @@ media task, says why).
 
 from __future__ import annotations
 
+import msgspec
+
 from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
 from grebe.flows import judge, language, llm, shared
@@ -30,6 +32,12 @@ LABEL_INSULT = judge.INSULT
 LABEL_THREAT = judge.THREAT
 #: What the heads can label, most severe first.
 HEAD_LABELS = (judge.THREAT, judge.HATE, judge.INSULT, judge.OFFENSIVE)
+
+
+class SafetyVerdict(msgspec.Struct):
+    hate: llm.Unit
+    offensive: llm.Unit
+    reason: str
 
 
 async def text_scores(ctx: TaskContext, text: str) -> dict[str, float]:
@@ -119,7 +127,7 @@ async def classify(ctx: TaskContext) -> list[str]:
         return await classify_heads(ctx, settings)
     if ctx.services.settings.backend(ctx.plan) == "llm":
         verdict = await llm.ask(
-            ctx, "safety", llm.SafetyVerdict, text=ctx.payload.post.text,
+            ctx, "safety", SafetyVerdict, text=ctx.payload.post.text,
             ocr_text=facts.ocr_text or "(none)", transcript=facts.transcript or "(none)",
         )
         text = {LABEL_HATE: verdict.hate, LABEL_OFFENSIVE: verdict.offensive}

@@ -17,6 +17,8 @@ spam, whatever the classifier said about the one post.
 
 from __future__ import annotations
 
+import msgspec
+
 from grebe.core.plan import Plan
 from grebe.core.task import SkipTask, TaskContext
 from grebe.flows import judge, language, llm, shared
@@ -33,6 +35,12 @@ NAME = "spam_comment"  # the plan, its eligibility and its `plans.` key
 LABEL_SPAM = "spam"
 LABEL_NOT_SPAM = "not_spam"
 LABEL_COORDINATED = "coordinated_spam"
+
+
+class SpamVerdict(msgspec.Struct):
+    spam: bool
+    score: llm.Unit
+    reason: str
 
 
 async def reply_filter(ctx: TaskContext) -> None:
@@ -167,7 +175,7 @@ async def classify(ctx: TaskContext) -> float:
         return 0.0
     if ctx.services.settings.backend(ctx.plan) == "llm":
         # The model's yes/no decides the label; its score is reported as given.
-        verdict = await llm.ask(ctx, "spam", llm.SpamVerdict, text=full_text(ctx))
+        verdict = await llm.ask(ctx, "spam", SpamVerdict, text=full_text(ctx))
         score, reason, is_spam = verdict.score, verdict.reason, verdict.spam
     elif ctx.services.models.heads is not None:
         score, reason, is_spam = await with_heads(ctx, settings)
