@@ -296,10 +296,6 @@ def plan_settings() -> dict[str, type[PlanSettings]]:
     return {flow.name: flow.settings for flow in catalog.flows()}
 
 
-_TOP_KEYS = {"factory", "enabled", "classifier", "prompts_dir", "defaults",
-             "author_memory", "shared_cache", "language", "policy_file", "policy_version",
-             "heads", "heads_path"}
-
 
 class FlowSettings(_Section):
     enabled: list[str] = Field(default_factory=lambda: list(plan_settings()))
@@ -326,7 +322,8 @@ class FlowSettings(_Section):
         """Validate the free-form `plans:` section; ConfigError naming the bad key."""
         raw = dict(raw or {})
         kinds = plan_settings()
-        unknown = sorted(set(raw) - _TOP_KEYS - set(kinds))
+        section_keys = {"factory", "defaults", *cls.model_fields} - {"per_plan"}
+        unknown = sorted(set(raw) - section_keys - set(kinds))
         if unknown:
             raise ConfigError(
                 f"invalid plans configuration: unknown keys {unknown}; "
