@@ -92,7 +92,7 @@ def _config(tmp_path: Path, name: str, **plans: object):
     return load_config(
         data_dir=tmp_path / "var",
         streams=[{"name": "posts", "eligibilities": [name]}],
-        engine={"processes": 0},
+        engine={"processes": 1},  # an engine process: the module is found there too
         metrics={"enabled": False},
         output={"broker": "none"},
         # Only the new flow runs; the models it does not call stay cheap test doubles.
@@ -104,6 +104,7 @@ def _config(tmp_path: Path, name: str, **plans: object):
     )
 
 
+@pytest.mark.slow  # an engine process loads the flows
 async def test_a_new_flow_module_is_collected_and_annotates_end_to_end(
         new_flow: str, tmp_path: Path) -> None:
     assert new_flow in catalog.eligibilities()
