@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -75,9 +75,8 @@ class FlowModels:
         """What has a start()/stop() lifecycle: the models loaded at start as one
         component that loads them in parallel, then the lazy ones (whose start is a
         no-op and whose stop unloads what a post made them load)."""
-        parts = [p for p in (self.embedder, self.offensive, self.hate, self.spam_head,
-                             self.language, self.chat, self.nsfw, self.ocr,
-                             self.transcriber, self.heads)
+        # Every model field, in declaration order: a new model is one new field.
+        parts = [p for p in (getattr(self, f.name) for f in fields(self) if f.init)
                  if isinstance(p, Service)]
         eager = StartTogether([p for p in parts if not _is_lazy(p)])
         # The same group on every call: callers start one list and stop another.
