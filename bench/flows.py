@@ -19,13 +19,13 @@ from grebe.commands.demo_set import messages
 from grebe.config import load_config
 from grebe.core.memo import PayloadMemo
 from grebe.core.planmaster import PlanMaster
-from grebe.flows import registry
+from grebe.flows import catalog, registry
 from grebe.flows.models import build_models
 from grebe.flows.settings import FlowSettings
 from grebe.stores.base import MemoryStore
-from grebe.types import Eligibility, Post, TaskPayload, UserContext
+from grebe.types import Post, TaskPayload, UserContext
 
-ALL = frozenset(e.value for e in Eligibility)
+ALL = catalog.eligibilities()
 
 
 class NoCache:

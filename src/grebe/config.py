@@ -24,6 +24,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from grebe import constants as C
 from grebe.errors import ConfigError
+from grebe.flows.section import checked_plans
 from grebe.security.keys import AuthConfig
 from grebe.security.ratelimit import valid_rate
 from grebe.security.settings import HttpGuardSettings
@@ -251,7 +252,7 @@ class GrebeConfig(BaseSettings):
     tracing: TracingConfig = TracingConfig()
     api: ApiConfig = ApiConfig()
     auth: AuthConfig = AuthConfig()  # API keys for serve, feed-serve, thunder
-    plans: dict[str, Any] = Field(default_factory=dict)
+    plans: Annotated[dict[str, Any], AfterValidator(checked_plans)] = Field(default_factory=dict)
     inference: dict[str, Any] = Field(default_factory=dict)
     media: dict[str, Any] = Field(default_factory=dict)
     thunder: dict[str, Any] = Field(default_factory=dict)

@@ -19,20 +19,10 @@ import msgspec
 Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 
-class Eligibility(enum.StrEnum):
-    """The eligibilities of the seed streams. Payloads carry plain strings, so a new
-    eligibility is a config change; these are the ones grebe ships plans for."""
-
-    SPAM_COMMENT = "spam_comment"
-    BANGER_INITIAL_SCREEN = "banger_initial_screen"
-    POST_EMBEDDING_WITH_SUMMARY = "post_embedding_with_summary"
-    POST_EMBEDDING_WITH_SUMMARY_FOR_REPLY = "post_embedding_with_summary_for_reply"
-    MM_EMB_V4 = "mm_emb_v4"
-    MM_EMB_V5 = "mm_emb_v5"
-    MM_EMB_V5_FOR_REPLY = "mm_emb_v5_for_reply"
-    REPLY_RANKING = "reply_ranking"
-    SAFETY_PTOS = "safety_ptos"
-    POST_SAFETY = "post_safety"
+#: An eligibility: the name a stream gives its posts to pick the plans they run. Plain
+#: strings on the wire; the names grebe ships plans for are the flows each flow module
+#: declares (grebe.flows.catalog), and a stream naming one no plan serves fails at start.
+Eligibility = str
 
 
 class Media(msgspec.Struct, frozen=True, kw_only=True):

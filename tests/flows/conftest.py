@@ -5,13 +5,13 @@ from typing import Any
 import pytest
 
 from grebe.core.planmaster import PlanMaster
-from grebe.flows import registry
+from grebe.flows import catalog, registry
 from grebe.flows.models import FlowModels
 from grebe.flows.services import FlowServices, MediaFacts
 from grebe.flows.settings import FlowSettings
 from grebe.inference.fakes import HashEmbedder
 from grebe.stores.base import MemoryStore
-from grebe.types import Eligibility, Post, TaskPayload, UserContext
+from grebe.types import Post, TaskPayload, UserContext
 
 from .doubles import (
     HATE_WORDS,
@@ -22,7 +22,7 @@ from .doubles import (
     WordsClassifier,
 )
 
-ALL = frozenset(e.value for e in Eligibility)
+ALL = catalog.eligibilities()
 
 
 def fake_models(chat: Any = None) -> FlowModels:

@@ -32,9 +32,9 @@ class Detector:
 
 def heads_services(plans: dict[str, Any] | None = None, lang: str = "en") -> FlowServices:
     services = fake_services({"defaults": {"dedupe_ttl_s": 0}, **(plans or {})})
-    services.embedder = RememberingEmbedder()
-    services.heads = KeywordHeads(services.embedder)
-    services.language = Detector(lang)
+    services.models.embedder = RememberingEmbedder()
+    services.models.heads = KeywordHeads(services.models.embedder)
+    services.models.language = Detector(lang)
     return services
 
 
@@ -52,7 +52,7 @@ def actions(ptos: Any) -> list[str]:
 async def test_one_embedding_feeds_every_head_and_plan() -> None:
     services = heads_services()
     out = await run(services, "buy cheap pills, click the free offer now")
-    assert services.embedder.calls == 1 and services.heads.calls == 1
+    assert services.models.embedder.calls == 1 and services.models.heads.calls == 1
     assert out["spam_comment"].labels == ["spam"]
     assert out["spam_comment"].reasons["spam"].startswith("head spam 0.95 >= 0.50 (validation")
     assert out["spam_comment"].model_versions["heads"] == "heads-test-1"
@@ -131,7 +131,7 @@ async def test_head_outside_its_languages_abstains() -> None:
 
 async def test_unknown_language_caps_restrictive_actions() -> None:
     services = heads_services()
-    services.language = None  # no detector: every language is unknown
+    services.models.language = None  # no detector: every language is unknown
     out = await run(services, "@x you are a stupid idiot")
     assert actions(out["safety_ptos"]) == ["harassment:label"]
     assert "limit_reach capped to label" in out["safety_ptos"].reasons["policy.harassment"]
@@ -152,7 +152,7 @@ async def test_banger_and_reply_penalties_read_the_heads() -> None:
 
 async def test_a_head_without_a_threshold_needs_one_in_the_policy() -> None:
     services = heads_services()
-    services.heads.heads["threat"].thresholds.clear()
+    services.models.heads.heads["threat"].thresholds.clear()
     results = await PlanMaster(registry.PLANS, services=services).run_plans(
         payload("hello there friends", eligibilities=frozenset({"post_safety"})))
     assert "set head_thresholds['threat.threat']" in str(results[0].error)

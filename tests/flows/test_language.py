@@ -31,7 +31,7 @@ class Detector:
 
 def with_detector(scores: dict[str, float], plans: dict | None = None) -> FlowServices:
     services = fake_services(plans)
-    services.language = Detector(scores)
+    services.models.language = Detector(scores)
     return services
 
 

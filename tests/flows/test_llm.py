@@ -106,11 +106,11 @@ async def test_llm_path_runs_no_local_text_model() -> None:
             return await method(*args, **kwargs)
         return wrapped
 
-    services.embedder.embed = counting("embedder", services.embedder.embed)
-    services.offensive.classify = counting("offensive", services.offensive.classify)
-    services.hate.classify = counting("hate", services.hate.classify)
-    score = services.spam_head.score
-    services.spam_head.score = lambda e: (calls.append("spam_head"), score(e))[1]
+    services.models.embedder.embed = counting("embedder", services.models.embedder.embed)
+    services.models.offensive.classify = counting("offensive", services.models.offensive.classify)
+    services.models.hate.classify = counting("hate", services.models.hate.classify)
+    score = services.models.spam_head.score
+    services.models.spam_head.score = lambda e: (calls.append("spam_head"), score(e))[1]
     classifiers = frozenset({"spam_comment", "post_safety", "safety_ptos",
                              "banger_initial_screen", "reply_ranking"})
     post = payload("you idiot, this coffee is great", parent="Best coffee in town?",

@@ -17,16 +17,16 @@ from grebe.commands.demo_set import skimage_dir
 from grebe.config import load_config
 from grebe.core.bundle import PlanBundle
 from grebe.core.planmaster import PlanMaster
-from grebe.flows import registry
+from grebe.flows import catalog, registry
 from grebe.flows.models import FlowModels, build_media, build_models, heads_available
 from grebe.flows.settings import FlowSettings
 from grebe.inference.lazy import LazyService
 from grebe.stores.base import MemoryStore
-from grebe.types import Eligibility, Media, Post, TaskPayload, TaskStatus
+from grebe.types import Media, Post, TaskPayload, TaskStatus
 
 pytestmark = [pytest.mark.slow]
 
-ALL = frozenset(e.value for e in Eligibility)
+ALL = catalog.eligibilities()
 
 
 def lazy_loads(models: FlowModels) -> dict[str, int]:

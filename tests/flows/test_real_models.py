@@ -15,15 +15,15 @@ import pytest_asyncio
 from grebe.commands.demo_set import make_speech_video, skimage_dir, speech_wav
 from grebe.config import load_config
 from grebe.core.planmaster import PlanMaster
-from grebe.flows import registry
+from grebe.flows import catalog, registry
 from grebe.flows.models import build_media, build_models
 from grebe.flows.settings import FlowSettings
 from grebe.stores.base import MemoryStore
-from grebe.types import Eligibility, Media, Post, TaskPayload, TaskStatus, UserContext
+from grebe.types import Media, Post, TaskPayload, TaskStatus, UserContext
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
-ALL = frozenset(e.value for e in Eligibility)
+ALL = catalog.eligibilities()
 SPAM = ("CONGRATULATIONS!!! You have been selected to receive a FREE $1000 gift card. "
         "Click here http://bit.ly/claim-now to claim your prize, limited offer, act now!")
 BENIGN = "Had a lovely walk in the park with my kids this afternoon, the leaves are turning."

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from grebe.flows import banger, embeddings, multimodal, ptos, registry, replies, safety, spam
-from grebe.types import Eligibility
+from grebe.flows import (
+    banger,
+    catalog,
+    embeddings,
+    multimodal,
+    ptos,
+    registry,
+    replies,
+    safety,
+    spam,
+)
 
 HEAD = {"rate_limit": ("filter",)}
 
@@ -55,8 +64,16 @@ def test_plan_shape(plan) -> None:
     assert order[1] == "rate_limit" or tuple(order[1:3]) == ("reply_filter", "rate_limit")
 
 
-def test_every_seed_eligibility_has_exactly_one_plan() -> None:
-    assert sorted(p.eligibility for p in registry.PLANS) == sorted(e.value for e in Eligibility)
+#: The shipped plans in the order their labels merge (the order before the catalog).
+MERGE_ORDER = ("spam_comment", "post_safety", "safety_ptos", "banger_initial_screen",
+               "reply_ranking", "post_embedding_with_summary",
+               "post_embedding_with_summary_for_reply", "mm_emb_v5", "mm_emb_v5_for_reply",
+               "mm_emb_v4")
+
+
+def test_every_declared_flow_has_exactly_one_plan_in_merge_order() -> None:
+    assert tuple(p.name for p in registry.PLANS) == MERGE_ORDER
+    assert catalog.eligibilities() == frozenset(MERGE_ORDER)
     assert set(SHAPES) == set(registry.PLANS)
 
 

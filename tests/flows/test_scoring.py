@@ -7,7 +7,7 @@ import pytest
 
 from grebe.flows import banger, embeddings, multimodal, ptos_rules, replies, spam
 from grebe.flows.settings import BangerSettings, ReplySettings, SpamSettings
-from grebe.flows.signals import TextSignals
+from grebe.flows.text_signals import TextSignals
 from grebe.types import Post
 
 QUIET = TextSignals(links=0, shouting=0.0, repetition=0.0, duplicates=0)

@@ -43,3 +43,32 @@ def test_bad_config_is_a_clear_error(raw, needle) -> None:
     with pytest.raises(ConfigError) as info:
         FlowSettings.from_section(raw)
     assert needle in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("plans", "needle"),
+    [
+        ({"spam_comment": {"threshold": 2}}, "plans.spam_comment.threshold"),
+        ({"post_safety": {"nsfw_treshold": 0.5}}, "plans.post_safety.nsfw_treshold"),
+        ({"defaults": {"max_qps": -1}}, "plans.defaults.max_qps"),
+        ({"heads": "maybe"}, "plans.heads"),
+        ({"factory": "grebe.flows.registry:build_bundle", "no_such_plan": {}},
+         "unknown keys ['no_such_plan']"),
+        ({"factory": "grebe.flows.registry:build_bundle", "enabled": ["nope"]},
+         "unknown plans ['nope']"),
+    ],
+)
+def test_a_bad_plans_key_fails_at_config_load(plans, needle) -> None:
+    from grebe.config import load_config
+
+    with pytest.raises(ConfigError) as info:
+        load_config(plans=plans)
+    assert needle in str(info.value)
+
+
+def test_another_factorys_own_keys_pass_config_load() -> None:
+    from grebe.config import load_config
+
+    config = load_config(plans={"factory": "my_plans:build", "marker": "x",
+                                "spam_comment": {"threshold": 0.5}})
+    assert config.plans["marker"] == "x"  # the section stays the raw mapping

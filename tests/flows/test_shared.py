@@ -29,16 +29,16 @@ async def test_shared_work_is_done_once_per_payload() -> None:
     # summary of text and OCR (post_embedding_with_summary), and the topic descriptions
     # of the banger screen — each once however many plans ask.
     n_topics = len(services.settings.plan("banger_initial_screen").topics)
-    assert services.embedder.calls == 4 + n_topics
+    assert services.models.embedder.calls == 4 + n_topics
 
 
 async def test_cross_payload_cache_skips_recomputation() -> None:
     services = fake_services()
     master = PlanMaster(registry.PLANS, services=services)
     await master.run(payload("same words", post_id="1"))
-    calls = services.embedder.calls
+    calls = services.models.embedder.calls
     await master.run(payload("same words", post_id="2"))
-    assert services.embedder.calls == calls
+    assert services.models.embedder.calls == calls
 
 
 async def test_sink_upserts_and_publishes_idempotently() -> None:
@@ -110,7 +110,7 @@ async def test_language_detector_is_used_when_the_post_has_none() -> None:
         async def classify(self, texts):
             return [{"de": 0.9, "en": 0.1} for _ in texts]
 
-    services.language = Detector()
+    services.models.language = Detector()
     master = PlanMaster(registry.PLANS, services=services)
     post = payload("Guten Tag", eligibilities=frozenset({"post_safety"}))
     (result,) = await master.run_plans(post)

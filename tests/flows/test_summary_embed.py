@@ -25,8 +25,8 @@ async def test_summary_covers_ocr_and_transcript_and_is_what_gets_embedded() -> 
     assert result.status == TaskStatus.SUCCESS, result.error
     summary = result.output.reasons["summary"]
     assert "FLASH SALE" in summary and "stadium" in summary
-    expected = (await services.embedder.embed([summary]))[0]
-    raw = (await services.embedder.embed(["look at this"]))[0]
+    expected = (await services.models.embedder.embed([summary]))[0]
+    raw = (await services.models.embedder.embed(["look at this"]))[0]
     assert np.allclose(result.output.embedding, expected)
     assert not np.allclose(result.output.embedding, raw)
 
@@ -39,4 +39,5 @@ async def test_a_long_text_is_summarised_before_embedding() -> None:
         payload(text, eligibilities=PLAN))
     summary = result.output.reasons["summary"]
     assert summary != text and len(summary) < len(text)
-    assert np.allclose(result.output.embedding, (await services.embedder.embed([summary]))[0])
+    expected = (await services.models.embedder.embed([summary]))[0]
+    assert np.allclose(result.output.embedding, expected)

@@ -8,15 +8,20 @@ import pytest
 from grebe.config import load_config
 from grebe.errors import ConfigError, InferenceError
 from grebe.inference.factory import (
-    InferenceBackends,
     build_chat_model,
     build_embedder,
+    build_hate_classifier,
+    build_language_id,
+    build_nsfw,
+    build_ocr,
+    build_offensive_classifier,
+    build_spam_head,
+    build_transcriber,
     parse_inference_config,
 )
 from grebe.inference.fakes import HashEmbedder
 from grebe.inference.minilm import MiniLMEmbedder
 from grebe.inference.openai_compat import FallbackChatModel, OpenAIChatModel, OpenAIEmbedder
-from grebe.inference.spam_head import SpamHeadService
 from grebe.inference.text import HateSonarClassifier, LanguageIdClassifier, ProfanityClassifier
 
 
@@ -60,42 +65,45 @@ def test_shorthand_and_openai_backends() -> None:
     assert build_chat_model(parse_inference_config({"chat": {"backend": "none"}})) is None
 
 
-def test_backends_container_builds_every_backend_without_loading(tmp_path) -> None:
+def test_builders_build_every_backend_without_loading(tmp_path) -> None:
     missing = tmp_path / "no-such-head.npz"
-    backends = InferenceBackends.from_section(
+    config = parse_inference_config(
         {"embedder": "hash", "transcriber": "none", "ocr": "none", "nsfw": "none",
          "language_id": False, "spam_head": {"path": str(missing)}}
     )
-    assert isinstance(backends.embedder, HashEmbedder)
-    assert isinstance(backends.offensive, ProfanityClassifier)
-    assert isinstance(backends.hate, HateSonarClassifier)
-    assert backends.language is None and backends.chat is None
-    assert backends.transcriber is None and backends.ocr is None and backends.nsfw is None
-    assert isinstance(backends.spam_head, SpamHeadService)
-    assert backends.spam_head.head is None  # the weights are read in start(), not here
+    assert isinstance(build_embedder(config), HashEmbedder)
+    assert isinstance(build_offensive_classifier(config), ProfanityClassifier)
+    assert isinstance(build_hate_classifier(config), HateSonarClassifier)
+    assert build_language_id(config) is None and build_chat_model(config) is None
+    assert build_transcriber(config) is None and build_ocr(config) is None
+    assert build_nsfw(config) is None
+    spam_head = build_spam_head(config)
+    assert spam_head.head is None  # the weights are read in start(), not here
     with pytest.raises(InferenceError, match="before start"):
-        backends.spam_head.score(np.zeros((1, 384), dtype=np.float32))
-    assert backends.backends() == [backends.embedder, backends.offensive, backends.hate,
-                                   backends.spam_head]
+        spam_head.score(np.zeros((1, 384), dtype=np.float32))
 
 
 @pytest.mark.slow
-async def test_backends_container_starts_and_stops_what_is_configured() -> None:
-    backends = InferenceBackends.from_section(
-        {"embedder": "hash", "transcriber": "none", "ocr": "none", "nsfw": "none"}
-    )
-    assert isinstance(backends.language, LanguageIdClassifier)
-    await backends.start()
+async def test_built_backends_start_and_stop() -> None:
+    config = parse_inference_config(
+        {"embedder": "hash", "transcriber": "none", "ocr": "none", "nsfw": "none"})
+    language = build_language_id(config)
+    assert isinstance(language, LanguageIdClassifier)
+    embedder, spam_head, hate = (build_embedder(config), build_spam_head(config),
+                                 build_hate_classifier(config))
+    for backend in (embedder, spam_head, hate):
+        await backend.start()  # type: ignore[attr-defined]
     try:
-        vectors = await backends.embedder.embed(["win a free prize now"])
+        vectors = await embedder.embed(["win a free prize now"])
         assert vectors.shape == (1, 384)
-        assert backends.spam_head.name.startswith("spam-head:")
-        assert backends.spam_head.score(vectors).shape == (1,)
-        (scores,) = await backends.hate.classify(["have a nice day"])
+        assert spam_head.name.startswith("spam-head:")
+        assert spam_head.score(vectors).shape == (1,)
+        (scores,) = await hate.classify(["have a nice day"])
         assert set(scores) == {"hate_speech", "offensive_language", "neither"}
     finally:
-        await backends.stop()
-    assert backends.hate.batcher is None  # stopped
+        for backend in (embedder, spam_head, hate):
+            await backend.stop()  # type: ignore[attr-defined]
+    assert hate.batcher is None  # type: ignore[attr-defined]  # stopped
 
 
 @pytest.mark.parametrize(

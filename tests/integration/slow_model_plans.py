@@ -42,5 +42,5 @@ class _SlowEmbedder:
 
 def build_bundle(config: Any) -> PlanBundle:
     bundle = build_default_bundle(config)
-    bundle.components = [*bundle.components, _SlowEmbedder(bundle.services.embedder)]
+    bundle.components = [*bundle.components, _SlowEmbedder(bundle.services.models.embedder)]
     return bundle

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from grebe.flows import embeddings, multimodal, safety
 from grebe.stores.sqlite import SqliteStore
-from grebe.types import Eligibility
 
 pytestmark = pytest.mark.slow
 
@@ -61,8 +61,7 @@ def _setup(tmp_path: Path) -> tuple[Path, Path, Path]:
         "data_dir": str(tmp_path / "var"),
         # The unified posts stream of src/grebe/data/default.yaml.
         "streams": [{"name": "unified_posts", "topic": "posts", "eligibilities": [
-            Eligibility.POST_SAFETY, Eligibility.POST_EMBEDDING_WITH_SUMMARY,
-            Eligibility.MM_EMB_V5]}],
+            safety.NAME, embeddings.NAME, multimodal.V5_NAME]}],
         "engine": {"processes": 1, "drain_window_s": 10},
         "metrics": {"enabled": False},
         "plans": {"factory": "grebe.flows.registry:build_bundle"},
@@ -110,8 +109,8 @@ def test_flows_to_feed(tmp_path: Path) -> None:
     # The flows labelled the abusive post (and only it) on their own.
     db = tmp_path / "var" / "annotations.db"
     abusive = asyncio.run(_labels(db, "f2"))
-    assert "offensive" in abusive[Eligibility.POST_SAFETY], abusive
-    assert asyncio.run(_labels(db, "o1"))[Eligibility.POST_SAFETY] == ["safe"]
+    assert "offensive" in abusive[safety.NAME], abusive
+    assert asyncio.run(_labels(db, "o1"))[safety.NAME] == ["safe"]
 
     body = json.loads(_grebe("feed", VIEWER, "-c", str(config), "--viewers", str(viewers),
                              "--json"))

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 from grebe import constants as C
 from grebe.core.bundle import PlanBundle, factory_name, load_factory
 from grebe.errors import ConfigError
-from grebe.types import Eligibility
 
 if TYPE_CHECKING:
     from grebe.config import GrebeConfig
@@ -36,7 +35,7 @@ log = logging.getLogger(__name__)
 #: Keys of the `plans:` section that configure the section itself, not one plan.
 PLANS_SECTION_KEYS = frozenset(
     {"factory", "enabled", "classifier", "prompts_dir", "defaults", "author_memory",
-     "shared_cache"}
+     "shared_cache", "language", "policy_file", "policy_version", "heads", "heads_path"}
 )
 
 
@@ -78,7 +77,12 @@ def check_coverage(config: GrebeConfig, plan_eligibilities: Iterable[tuple[str, 
     named = configured_plans(config.plans)
     # Under another factory, the flows' own sections still configure `grebe serve`'s
     # /v1/analyze (which runs the flows whatever the factory): not settings for nothing.
-    analyzed = set() if factory == C.FLOWS_PLANS_FACTORY else {str(e) for e in Eligibility}
+    if factory == C.FLOWS_PLANS_FACTORY:
+        analyzed: set[str] = set()
+    else:
+        from grebe.flows.catalog import by_name
+
+        analyzed = set(by_name())
     lacking = sorted(named - set(plans) - analyzed)
     if lacking:
         problems.append(f"plans.factory {factory!r} has no plan named {', '.join(lacking)}")

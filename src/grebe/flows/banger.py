@@ -15,17 +15,22 @@ record by the plan's sink rules (OR-merged, grebe.flows.sinks).
 from __future__ import annotations
 
 import re
+from typing import Annotated
+
+import msgspec
 
 from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
 from grebe.flows import language, llm, shared
+from grebe.flows.catalog import Flow
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import BangerSettings
-from grebe.flows.signals import count_links, words
 from grebe.flows.sinks import SinkRules, sink_with
-from grebe.types import Eligibility, Post
+from grebe.flows.text_signals import count_links, words
+from grebe.types import Post
 
 VERSION = "1"
+NAME = "banger_initial_screen"  # the plan, its eligibility and its `plans.` key
 LABEL_BANGER = "banger_candidate"
 TOPIC_PREFIX = "topic:"
 CATEGORY_PREFIX = "category:"
@@ -35,6 +40,12 @@ BOOL_METADATA = ("has_image", "has_video", "has_media_text", "has_speech", "has_
 QUALITY_WEIGHTS = {"shape": 0.5, "engagement": 0.35, "media": 0.15}
 SPAM_FACTOR = 0.2
 _HASHTAG = re.compile(r"#([A-Za-z]\w{1,29})")
+
+
+class BangerVerdict(msgspec.Struct):
+    quality: llm.Unit
+    topics: Annotated[list[str], msgspec.Meta(max_length=3)]
+    reason: str
 
 
 def shape_score(n_words: int, settings: BangerSettings) -> float:
@@ -105,7 +116,7 @@ async def score(ctx: TaskContext) -> float:
     settings: BangerSettings = shared.settings_of(ctx)
     post = ctx.payload.post
     if ctx.services.settings.backend(ctx.plan) == "llm":
-        verdict = await llm.ask(ctx, "banger", llm.BangerVerdict, text=post.text)
+        verdict = await llm.ask(ctx, "banger", BangerVerdict, text=post.text)
         quality, reason = verdict.quality, verdict.reason
         tags = {t.lower(): 1.0 for t in verdict.topics}
     else:
@@ -139,7 +150,7 @@ async def score(ctx: TaskContext) -> float:
 
 
 PLAN = Plan(
-    Eligibility.BANGER_INITIAL_SCREEN.value,
+    NAME,
     tasks={
         "filter": shared.filters,
         "rate_limit": shared.rate_limit,
@@ -161,6 +172,8 @@ PLAN = Plan(
         "score": ["media", "topics", "penalties"],
         "sink": ["score"],
     },
-    eligibility=Eligibility.BANGER_INITIAL_SCREEN.value,
+    eligibility=NAME,
     version=VERSION,
 )
+
+FLOW = Flow(plan=PLAN, settings=BangerSettings, order=40)

@@ -4,8 +4,9 @@
     basic  (eligibility "basic"): filter -> stats -> sink
 
 `basic` skips posts without text, computes cheap text statistics (length, words, links,
-a "shouting" score: the share of upper-case letters) and its sink writes one
-Annotation(producer="basic") to the annotation store, then publishes it to the output
+a "shouting" score: the share of upper-case letters outside links; the rules of
+grebe.flows.text_signals, as the flows read them) and its sink (grebe.flows.sinks)
+writes one Annotation(producer="basic") to the annotation store, then publishes it to the output
 topic. The store write is an upsert, so a post processed twice still has one row.
 
 Thresholds come from `plans.basic` in the configuration (`BasicSettings`).
@@ -13,7 +14,6 @@ Thresholds come from `plans.basic` in the configuration (`BasicSettings`).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,16 +21,16 @@ import msgspec
 
 from grebe import constants as C
 from grebe.brokers.factory import build_producer
-from grebe.codec import encode
 from grebe.config import GrebeConfig
 from grebe.core.bundle import Lifecycle, PlanBundle
 from grebe.core.plan import Plan
 from grebe.core.source import Producer
 from grebe.core.task import SKIP, TaskContext
 from grebe.errors import ConfigError
+from grebe.flows import text_signals
+from grebe.flows.sinks import write_annotation
 from grebe.stores.base import AnnotationStore
 from grebe.stores.factory import build_store
-from grebe.types import Annotation, post_fingerprint
 
 PRODUCER = "basic"
 VERSION = "1"
@@ -39,8 +39,6 @@ LABEL_SHOUTING = "shouting"
 SCORE_SHOUTING = "basic.shouting"
 SCORE_LENGTH = "basic.length"
 SCORE_WORDS = "basic.words"
-
-_LINK = re.compile(r"https?://\S+", re.IGNORECASE)
 
 
 class BasicSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -86,22 +84,15 @@ async def filter_text(ctx: TaskContext) -> Any:
     return text if text.strip() else SKIP
 
 
-def shouting_score(text: str, min_letters: int) -> float:
-    letters = [c for c in text if c.isalpha()]
-    if len(letters) < min_letters:
-        return 0.0
-    return sum(c.isupper() for c in letters) / len(letters)
-
-
 async def text_stats(ctx: TaskContext) -> dict[str, float]:
     settings: BasicSettings = ctx.services.settings
     text: str = ctx.results["filter"]
-    shouting = shouting_score(text, settings.shouting_min_letters)
+    shouting = text_signals.shouting(text, settings.shouting_min_letters)
     output = ctx.output
     output.scores[SCORE_LENGTH] = float(len(text))
     output.scores[SCORE_WORDS] = float(len(text.split()))
     output.scores[SCORE_SHOUTING] = round(shouting, 4)
-    if _LINK.search(text):
+    if text_signals.count_links(text):
         output.labels.append(LABEL_HAS_LINK)
     if shouting >= settings.shouting_threshold:
         output.labels.append(LABEL_SHOUTING)
@@ -113,18 +104,8 @@ async def text_stats(ctx: TaskContext) -> dict[str, float]:
 
 async def sink(ctx: TaskContext) -> None:
     services: BasicServices = ctx.services
-    output = ctx.output
-    annotation = Annotation(
-        post_id=ctx.payload.post.id, producer=PRODUCER, version=VERSION,
-        labels=list(output.labels), scores=dict(output.scores), reasons=dict(output.reasons),
-        model_versions=dict(output.model_versions),
-        content_fingerprint=post_fingerprint(ctx.payload.post),
-    )
-    await services.store.upsert([annotation])
-    if services.producer is not None:
-        await services.producer.publish(
-            services.output_topic, annotation.post_id.encode(), encode(annotation)
-        )
+    await write_annotation(ctx, store=services.store, producer=PRODUCER, version=VERSION,
+                           publisher=services.producer, topic=services.output_topic)
 
 
 def basic_plan() -> Plan:

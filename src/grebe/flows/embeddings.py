@@ -18,12 +18,15 @@ import numpy as np
 from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
 from grebe.flows import replies, shared
+from grebe.flows.catalog import Flow
 from grebe.flows.services import MediaFacts
-from grebe.flows.settings import EmbeddingSettings
-from grebe.flows.signals import sentences
-from grebe.types import Eligibility
+from grebe.flows.settings import EmbeddingSettings, ReplyEmbeddingSettings
+from grebe.flows.text_signals import sentences
 
 VERSION = "2"  # 2: the embedding is of the summary of text, OCR and transcript
+# Each plan's name: also its eligibility and its `plans.` settings key.
+NAME = "post_embedding_with_summary"
+FOR_REPLY_NAME = "post_embedding_with_summary_for_reply"
 REASON_SUMMARY = "summary"
 REPLY_CONTEXT = "{reply}\n\nIn reply to: {parent}"
 #: How each part of the content enters the summary (a sentence boundary before each).
@@ -45,7 +48,7 @@ async def summarize(ctx: TaskContext, text: str) -> str:
     parts = sentences(text)[: settings.max_sentences]
     if len(parts) <= settings.summary_sentences:
         return " ".join(parts)
-    embedder = ctx.services.embedder
+    embedder = ctx.services.models.embedder
 
     async def compute() -> str:
         chosen = central_sentences(await embedder.embed(parts), settings.summary_sentences)
@@ -89,7 +92,7 @@ async def reply_embedding(ctx: TaskContext) -> list[float]:
 
 
 PLAN = Plan(
-    Eligibility.POST_EMBEDDING_WITH_SUMMARY.value,
+    NAME,
     tasks={
         "filter": shared.filters,
         "rate_limit": shared.rate_limit,
@@ -105,12 +108,12 @@ PLAN = Plan(
         "embedding": ["summary"],
         "sink": ["embedding"],
     },
-    eligibility=Eligibility.POST_EMBEDDING_WITH_SUMMARY.value,
+    eligibility=NAME,
     version=VERSION,
 )
 
 FOR_REPLY_PLAN = Plan(
-    Eligibility.POST_EMBEDDING_WITH_SUMMARY_FOR_REPLY.value,
+    FOR_REPLY_NAME,
     tasks={
         "filter": shared.filters,
         "rate_limit": shared.rate_limit,
@@ -128,6 +131,11 @@ FOR_REPLY_PLAN = Plan(
         "summary": ["media"],
         "sink": ["embedding", "summary"],
     },
-    eligibility=Eligibility.POST_EMBEDDING_WITH_SUMMARY_FOR_REPLY.value,
+    eligibility=FOR_REPLY_NAME,
     version=VERSION,
+)
+
+FLOWS = (
+    Flow(plan=PLAN, settings=EmbeddingSettings, order=60),
+    Flow(plan=FOR_REPLY_PLAN, settings=ReplyEmbeddingSettings, order=61),
 )

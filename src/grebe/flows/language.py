@@ -59,7 +59,7 @@ async def guess(ctx: TaskContext) -> LanguageGuess:
     post = ctx.payload.post
     if post.lang:
         return LanguageGuess(post.lang, 1.0, SOURCE_DECLARED, post.lang)
-    detector = ctx.services.language
+    detector = ctx.services.models.language
     if detector is None:
         return LanguageGuess(None, 0.0, SOURCE_NONE, note="language id is switched off")
     rules = ctx.services.settings.language
@@ -107,6 +107,6 @@ async def record(ctx: TaskContext) -> LanguageGuess:
     found = await guess(ctx)
     ctx.output.scores[f"{SCORE_PREFIX}{found.code or UNKNOWN}"] = round(found.confidence, 4)
     ctx.output.reasons[REASON_KEY] = found.describe()
-    if ctx.services.language is not None and found.source != SOURCE_DECLARED:
-        ctx.output.model_versions["language"] = ctx.services.language.name
+    if ctx.services.models.language is not None and found.source != SOURCE_DECLARED:
+        ctx.output.model_versions["language"] = ctx.services.models.language.name
     return found

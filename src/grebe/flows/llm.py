@@ -1,10 +1,12 @@
 """The LLM path of the classifiers: prompt templates kept as files, answers validated
-against msgspec schemas by the ChatModel (one repair attempt included there).
+against msgspec schemas by the ChatModel (one repair attempt included there). Each flow
+declares its own answer schemas (in its module, `Unit` here for scores).
 
 A template is markdown with a `## system` and a `## user` section and `$name`
 placeholders (string.Template, so JSON braces need no escaping). The packaged templates
-are in grebe/flows/prompts/; `plans.prompts_dir` points at a directory that overrides
-any of them by file name.
+are in grebe/flows/prompts/; a flow module may carry its own (`Flow(prompts={name:
+template})`, so a new LLM flow is still one module); `plans.prompts_dir` points at a
+directory that overrides any of them by file name.
 """
 
 from __future__ import annotations
@@ -19,70 +21,12 @@ import msgspec
 
 from grebe.core.task import TaskContext
 from grebe.errors import ConfigError, InferenceError
+from grebe.flows import catalog
 from grebe.inference.base import ChatMessage
 
 Unit = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
 
 _SECTION = re.compile(r"^## (system|user)\s*$", re.MULTILINE)
-
-
-class SpamVerdict(msgspec.Struct):
-    spam: bool
-    score: Unit
-    reason: str
-
-
-class SafetyVerdict(msgspec.Struct):
-    hate: Unit
-    offensive: Unit
-    reason: str
-
-
-class CategoryScore(msgspec.Struct):
-    score: Unit
-    reason: str
-
-
-class PtosCategories(msgspec.Struct):
-    spam: CategoryScore
-    hate: CategoryScore
-    harassment: CategoryScore
-    sexual: CategoryScore
-    violence: CategoryScore
-    self_harm: CategoryScore
-    child_safety: CategoryScore
-    violent_extremism: CategoryScore
-    civic_integrity: CategoryScore
-    illegal_goods: CategoryScore
-
-
-class ChildSafetyCheck(msgspec.Struct):
-    """The second, independent child-safety reader (its own prompt)."""
-
-    violation: bool
-    reason: str
-
-
-class BangerVerdict(msgspec.Struct):
-    quality: Unit
-    topics: Annotated[list[str], msgspec.Meta(max_length=3)]
-    reason: str
-
-
-class ReplyVerdict(msgspec.Struct):
-    score: Annotated[int, msgspec.Meta(ge=0, le=3)]
-    reason: str
-
-
-def policy_schema(actions: list[str]) -> dict[str, Any]:
-    """Policy actions come from config, so this schema is built as data."""
-    return {
-        "title": "PolicyDecision",
-        "type": "object",
-        "properties": {"action": {"type": "string", "enum": actions},
-                       "reason": {"type": "string"}},
-        "required": ["action", "reason"],
-    }
 
 
 class PromptBook:
@@ -101,9 +45,10 @@ class PromptBook:
             text = (self._override / filename).read_text()
         else:
             resource = importlib.resources.files("grebe.flows") / "prompts" / filename
-            if not resource.is_file():
+            declared = None if resource.is_file() else catalog.prompt_template(name)
+            if declared is None and not resource.is_file():
                 raise ConfigError(f"no prompt template named {name!r}")
-            text = resource.read_text()
+            text = declared if declared is not None else resource.read_text()
         parts = _SECTION.split(text)
         # ['', 'system', body, 'user', body]
         sections = dict(zip(parts[1::2], parts[2::2], strict=True))
@@ -128,11 +73,11 @@ class PromptBook:
 async def ask(ctx: TaskContext, prompt: str, schema: Any, **values: Any) -> Any:
     """Render `prompt`, ask the configured chat model, return the validated answer."""
     services = ctx.services
-    if services.chat is None:
+    if services.models.chat is None:
         raise InferenceError(
             f"plan {ctx.plan!r} is configured for the llm classifier but no chat model is "
             "configured (inference.chat)"
         )
-    ctx.output.model_versions["chat"] = services.chat.name
+    ctx.output.model_versions["chat"] = services.models.chat.name
     messages = services.prompts.render(prompt, **values)
-    return await services.chat.complete_json(messages, schema)
+    return await services.models.chat.complete_json(messages, schema)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +23,7 @@ import numpy as np
 
 from grebe.errors import InferenceError
 from grebe.flows.services import MediaFacts
-from grebe.inference.base import ChatModel, Embedder, TextClassifier
+from grebe.inference.base import ChatModel, Embedder, Service, TextClassifier
 from grebe.inference.factory import (
     InferenceConfig,
     build_chat_model,
@@ -51,7 +51,7 @@ from grebe.types import Post
 
 if TYPE_CHECKING:
     from grebe.config import GrebeConfig
-    from grebe.flows.services import MediaHydrator, SpamScorer
+    from grebe.flows.services import MediaHydrator, SpamScorer, TextHeadScorer
     from grebe.flows.settings import FlowSettings
 
 _HATE_KEYS = {"hate": HATE_SPEECH, "offensive": OFFENSIVE_LANGUAGE}
@@ -68,17 +68,16 @@ class FlowModels:
     nsfw: Any = None  # ImageClassifier, used by the media pipeline
     ocr: Any = None  # OCR, used by the media pipeline
     transcriber: Any = None  # Transcriber, used by the media pipeline's ASR
-    heads: HeadsService | None = None  # the trained text heads on the shared embedding
+    heads: TextHeadScorer | None = None  # the trained text heads on the shared embedding
     _together: StartTogether | None = field(default=None, init=False, repr=False)
 
     def components(self) -> list[Any]:
         """What has a start()/stop() lifecycle: the models loaded at start as one
         component that loads them in parallel, then the lazy ones (whose start is a
         no-op and whose stop unloads what a post made them load)."""
-        parts = [p for p in (self.embedder, self.offensive, self.hate, self.spam_head,
-                             self.language, self.chat, self.nsfw, self.ocr,
-                             self.transcriber, self.heads)
-                 if p is not None and hasattr(p, "start")]
+        # Every model field, in declaration order: a new model is one new field.
+        parts = [p for p in (getattr(self, f.name) for f in fields(self) if f.init)
+                 if isinstance(p, Service)]
         eager = StartTogether([p for p in parts if not _is_lazy(p)])
         # The same group on every call: callers start one list and stop another.
         same = self._together is not None and len(self._together.parts) == len(eager.parts) \

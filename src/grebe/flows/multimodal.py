@@ -15,12 +15,16 @@ import numpy as np
 from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
 from grebe.flows import replies, shared
-from grebe.flows.settings import MultimodalSettings
+from grebe.flows.catalog import Flow
+from grebe.flows.settings import MultimodalSettings, ReplyMultimodalSettings
 from grebe.flows.sinks import SinkRules, sink_with
-from grebe.types import Eligibility
 
 VERSION_V5 = "5"
 VERSION_V4 = "4"
+# Each plan's name: also its eligibility and its `plans.` settings key.
+V5_NAME = "mm_emb_v5"
+V5_FOR_REPLY_NAME = "mm_emb_v5_for_reply"
+V4_NAME = "mm_emb_v4"
 REASON_PARTS = "parts"
 
 
@@ -68,7 +72,7 @@ async def concatenated_v4(ctx: TaskContext) -> list[float]:
     return ctx.output.embedding
 
 
-def _plan(eligibility: Eligibility, fuse_task: object, version: str, *,
+def _plan(name: str, fuse_task: object, version: str, *,
           for_reply: bool = False, sink_rules: SinkRules | None = None) -> Plan:
     """The three variants share one shape; the for-reply one also needs the parent."""
     tasks = {
@@ -89,13 +93,19 @@ def _plan(eligibility: Eligibility, fuse_task: object, version: str, *,
     if for_reply:
         tasks["parent"] = replies.parent
         deps["parent"] = ["rate_limit"]
-    return Plan(eligibility.value, tasks=tasks, deps=deps,  # type: ignore[arg-type]
-                eligibility=eligibility.value, version=version)
+    return Plan(name, tasks=tasks, deps=deps,  # type: ignore[arg-type]
+                eligibility=name, version=version)
 
 
 # Grox's v5 sink skips the output topic for replies (the store still has them); the
 # for-reply variant publishes.
-PLAN = _plan(Eligibility.MM_EMB_V5, fused_v5, VERSION_V5,
+PLAN = _plan(V5_NAME, fused_v5, VERSION_V5,
              sink_rules=SinkRules(publish_replies=False))
-FOR_REPLY_PLAN = _plan(Eligibility.MM_EMB_V5_FOR_REPLY, fused_v5, VERSION_V5, for_reply=True)
-V4_PLAN = _plan(Eligibility.MM_EMB_V4, concatenated_v4, VERSION_V4)
+FOR_REPLY_PLAN = _plan(V5_FOR_REPLY_NAME, fused_v5, VERSION_V5, for_reply=True)
+V4_PLAN = _plan(V4_NAME, concatenated_v4, VERSION_V4)
+
+FLOWS = (
+    Flow(plan=PLAN, settings=MultimodalSettings, order=70),
+    Flow(plan=FOR_REPLY_PLAN, settings=ReplyMultimodalSettings, order=71),
+    Flow(plan=V4_PLAN, settings=MultimodalSettings, order=72),
+)

@@ -15,9 +15,14 @@ Labels: `<category>` per match, `<category>.<subtype>` when a subtype matched,
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
+
 from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
 from grebe.flows import judge, language, llm, shared
+from grebe.flows.catalog import Flow
 from grebe.flows.policy import RESTRICTIVE_ACTIONS
 from grebe.flows.ptos_depth import (
     CHILD_SAFETY,
@@ -38,13 +43,49 @@ from grebe.flows.ptos_rules import with_heads as head_categories
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import PolicyRule, PtosSettings
 from grebe.flows.sinks import SinkRules, sink_with
-from grebe.types import Eligibility
 
 VERSION = "1"
+NAME = "safety_ptos"  # the plan, its eligibility and its `plans.` key
 LABEL_ONLY = "label"  # the mildest action: a label, nothing taken away
 REVIEW = "review"  # the action when two readers disagree: a person decides
 CATEGORIES = ("spam", "hate", "harassment", "sexual", "violence", "self_harm",
               *DEPTH_CATEGORIES)
+
+
+class CategoryScore(msgspec.Struct):
+    score: llm.Unit
+    reason: str
+
+
+class PtosCategories(msgspec.Struct):
+    spam: CategoryScore
+    hate: CategoryScore
+    harassment: CategoryScore
+    sexual: CategoryScore
+    violence: CategoryScore
+    self_harm: CategoryScore
+    child_safety: CategoryScore
+    violent_extremism: CategoryScore
+    civic_integrity: CategoryScore
+    illegal_goods: CategoryScore
+
+
+class ChildSafetyCheck(msgspec.Struct):
+    """The second, independent child-safety reader (its own prompt)."""
+
+    violation: bool
+    reason: str
+
+
+def policy_schema(actions: list[str]) -> dict[str, Any]:
+    """Policy actions come from config, so this schema is built as data."""
+    return {
+        "title": "PolicyDecision",
+        "type": "object",
+        "properties": {"action": {"type": "string", "enum": actions},
+                       "reason": {"type": "string"}},
+        "required": ["action", "reason"],
+    }
 
 
 def text_of(ctx: TaskContext) -> str:
@@ -56,7 +97,7 @@ TEXT_MODELS = "the spam, hate and offensive-language models"
 
 
 async def spam(ctx: TaskContext) -> float:
-    if ctx.services.heads is not None and not shared.uses_llm(ctx):
+    if ctx.services.models.heads is not None and not shared.uses_llm(ctx):
         await judge.verdicts(ctx, text_of(ctx))  # one embedding, every head, memoised
         return 0.0
     if shared.uses_llm(ctx) or await language.local_abstain(ctx, TEXT_MODELS):
@@ -65,7 +106,7 @@ async def spam(ctx: TaskContext) -> float:
 
 
 async def toxicity(ctx: TaskContext) -> dict[str, float]:
-    if (shared.uses_llm(ctx) or ctx.services.heads is not None
+    if (shared.uses_llm(ctx) or ctx.services.models.heads is not None
             or await language.local_abstain(ctx, TEXT_MODELS)):
         return {"hate": 0.0, "offensive": 0.0}
     hate = await shared.hate_scores(ctx, text_of(ctx))
@@ -78,7 +119,7 @@ async def local_categories(ctx: TaskContext, settings: PtosSettings) -> dict[str
     """Step 1 on the local models: the heads when loaded, else the pre-heads models; a
     post in a language they do not cover keeps only what does not read its text."""
     text, facts = text_of(ctx), ctx.results["media"]
-    if ctx.services.heads is not None:
+    if ctx.services.models.heads is not None:
         found = await judge.verdicts(ctx, text)
         abstained = [v.reason for v in found.values() if v.abstained]
         why_not = abstained[0] if abstained else None
@@ -103,7 +144,7 @@ async def categories(ctx: TaskContext) -> dict[str, float]:
     scored: dict[str, Scored]
     if ctx.services.settings.backend(ctx.plan) == "llm":
         facts: MediaFacts = ctx.results["media"]
-        answer = await llm.ask(ctx, "ptos_categories", llm.PtosCategories,
+        answer = await llm.ask(ctx, "ptos_categories", PtosCategories,
                                text=ctx.payload.post.text, ocr_text=facts.ocr_text or "(none)")
         scored = {}
         for c in CATEGORIES:
@@ -141,7 +182,7 @@ async def cross_check(ctx: TaskContext) -> dict[str, str]:
     second: CrossCheck | None = None
     if ctx.services.settings.backend(ctx.plan) == "llm":
         if matched or score >= settings.child_safety_check_floor:
-            answer = await llm.ask(ctx, "ptos_child_safety_check", llm.ChildSafetyCheck,
+            answer = await llm.ask(ctx, "ptos_child_safety_check", ChildSafetyCheck,
                                    text=ctx.payload.post.text,
                                    ocr_text=facts.ocr_text or "(none)")
             second = CrossCheck(answer.violation, f"second prompt: {answer.reason}")
@@ -208,7 +249,7 @@ async def policy(ctx: TaskContext) -> dict[str, str]:
         if ctx.services.settings.backend(ctx.plan) == "llm":
             actions = [r.action for r in rules]
             answer = await llm.ask(
-                ctx, "ptos_policy", llm.policy_schema(actions), category=category,
+                ctx, "ptos_policy", policy_schema(actions), category=category,
                 score=f"{score:.2f}", reason=ctx.output.reasons[f"ptos.{category}"],
                 actions=", ".join(actions), text=ctx.payload.post.text,
             )
@@ -239,7 +280,7 @@ async def policy(ctx: TaskContext) -> dict[str, str]:
 
 
 PLAN = Plan(
-    Eligibility.SAFETY_PTOS.value,
+    NAME,
     tasks={
         "filter": shared.filters,
         "rate_limit": shared.rate_limit,
@@ -261,6 +302,8 @@ PLAN = Plan(
         "policy": ["cross_check"],
         "sink": ["policy"],
     },
-    eligibility=Eligibility.SAFETY_PTOS.value,
+    eligibility=NAME,
     version=VERSION,
 )
+
+FLOW = Flow(plan=PLAN, settings=PtosSettings, order=30)

@@ -1,5 +1,7 @@
 """Every flow's plan, and `build_bundle(config)`: the default `plans.factory`.
 
+The flows are those the modules declare (grebe.flows.catalog); nothing here lists them.
+
 The bundle holds the enabled plans and one FlowServices; its components (store, output
 producer, models, media pipeline) are constructed here but start — load weights, open
 files and connections — only in the bundle's start(), inside the engine process.
@@ -14,55 +16,55 @@ from grebe import constants as C
 from grebe.core.bundle import PlanBundle
 from grebe.core.memo import SharedCache
 from grebe.core.plan import Plan
-from grebe.flows import banger, embeddings, multimodal, ptos, replies, safety, spam
+from grebe.flows import catalog
+from grebe.flows.author_memory import AuthorMemory
 from grebe.flows.coordination import CoordinationIndex
 from grebe.flows.enforcement import EnforcementHistory
 from grebe.flows.llm import PromptBook
 from grebe.flows.services import FlowServices, PlanLimiter, RecentKeys
 from grebe.flows.settings import FlowSettings
-from grebe.flows.signals import AuthorMemory
 from grebe.flows.sinks import FlagRecords
+from grebe.inference.base import Service
 
 if TYPE_CHECKING:
     from grebe.config import GrebeConfig
+    from grebe.flows.models import FlowModels
 
-#: All flows, in the order their labels are merged.
-PLANS: tuple[Plan, ...] = (
-    spam.PLAN,
-    safety.PLAN,
-    ptos.PLAN,
-    banger.PLAN,
-    replies.PLAN,
-    embeddings.PLAN,
-    embeddings.FOR_REPLY_PLAN,
-    multimodal.PLAN,
-    multimodal.FOR_REPLY_PLAN,
-    multimodal.V4_PLAN,
-)
 FACTORY = C.FLOWS_PLANS_FACTORY
 
 
+def all_plans() -> tuple[Plan, ...]:
+    """Every declared flow's plan, in the order their labels are merged."""
+    return tuple(flow.plan for flow in catalog.flows())
+
+
 def enabled_plans(settings: FlowSettings) -> list[Plan]:
-    return [plan for plan in PLANS if plan.name in settings.enabled]
+    return [plan for plan in all_plans() if plan.name in settings.enabled]
+
+
+def __getattr__(name: str) -> Any:
+    """`registry.PLANS`: all plans, read from the catalog when asked (a flow module added
+    at run time, as a test does, is seen on the next `catalog.refresh()`)."""
+    if name == "PLANS":
+        return all_plans()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def assemble(
-    settings: FlowSettings, *, models: Any, store: Any, producer: Any = None,
+    settings: FlowSettings, *, models: FlowModels, store: Any, producer: Any = None,
     media: Any = None, output_topic: str = "annotations", rate_limit_storage: str = "memory://",
     rate_limit_namespace: str = C.DEFAULT_REDIS_NAMESPACE,
 ) -> FlowServices:
     """FlowServices from already-built parts (the bundle, `grebe analyze` and tests)."""
+    from grebe.flows import ptos, spam
+
     memory = settings.author_memory
-    history = settings.plan(ptos.PLAN.name).enforcement_history
-    campaigns = settings.plan(spam.PLAN.name).coordination
+    history = settings.plan(ptos.NAME).enforcement_history
+    campaigns = settings.plan(spam.NAME).coordination
+    plans = all_plans()
     return FlowServices(
         settings=settings,
-        embedder=models.embedder,
-        offensive=models.offensive,
-        hate=models.hate,
-        spam_head=models.spam_head,
-        language=models.language,
-        chat=models.chat,
+        models=models,
         store=store,
         producer=producer,
         media=media,
@@ -73,9 +75,8 @@ def assemble(
         prompts=PromptBook(settings.prompts_dir),
         limiter=PlanLimiter(rate_limit_storage, rate_limit_namespace),
         dedupe=RecentKeys(max_ttl_s=max(
-            (settings.plan(p.name).dedupe_ttl_s for p in PLANS), default=1.0) or 1.0),
-        plan_versions={plan.name: plan.version for plan in PLANS},
-        heads=getattr(models, "heads", None),
+            (settings.plan(p.name).dedupe_ttl_s for p in plans), default=1.0) or 1.0),
+        plan_versions={plan.name: plan.version for plan in plans},
         enforcement=EnforcementHistory(store, entries_per_author=history.entries_per_author,
                                        window_s=history.window_s),
         records=FlagRecords(store),
@@ -85,11 +86,12 @@ def assemble(
     )
 
 
-def lifecycles(components: Sequence[Any]) -> list[Any]:
-    """Each component with a start()/stop() once, in order (a model may serve twice)."""
-    seen: list[Any] = []
+def lifecycles(components: Sequence[Any]) -> list[Service]:
+    """Each component with a start()/stop() lifecycle once, in order (a model may serve
+    twice; None, an absent optional part, has none)."""
+    seen: list[Service] = []
     for component in components:
-        if not (hasattr(component, "start") and hasattr(component, "stop")):
+        if not isinstance(component, Service):
             continue
         if all(component is not s for s in seen):
             seen.append(component)

@@ -17,19 +17,29 @@ risky-reply signal.
 from __future__ import annotations
 
 import bisect
+from typing import Annotated
+
+import msgspec
 
 from grebe.core.plan import Plan
 from grebe.core.task import SkipTask, TaskContext
 from grebe.flows import llm, shared
+from grebe.flows.catalog import Flow
 from grebe.flows.settings import ReplySettings
 from grebe.flows.sinks import SinkRules, sink_with
 from grebe.flows.thread import ranking_skip, thread_facts, thread_texts
-from grebe.types import Eligibility, Post
+from grebe.types import Post
 
 VERSION = "1"
+NAME = "reply_ranking"  # the plan, its eligibility and its `plans.` key
 LABEL_PREFIX = "reply_score:"
 SKIP_NO_PARENT = "reply without its parent post in the payload context"
 LABEL_RISKY = "risky_high_viz_reply"
+
+
+class ReplyVerdict(msgspec.Struct):
+    score: Annotated[int, msgspec.Meta(ge=0, le=3)]
+    reason: str
 
 
 async def parent(ctx: TaskContext) -> Post:
@@ -110,7 +120,7 @@ async def rank(ctx: TaskContext) -> int:
     settings: ReplySettings = shared.settings_of(ctx)
     if ctx.services.settings.backend(ctx.plan) == "llm":
         thread = thread_texts(ctx.payload, settings.max_thread_posts)
-        verdict = await llm.ask(ctx, "reply_ranking", llm.ReplyVerdict,
+        verdict = await llm.ask(ctx, "reply_ranking", ReplyVerdict,
                                 text=ctx.payload.post.text, parent=render_thread(thread))
         score, reason = verdict.score, verdict.reason
     else:
@@ -126,7 +136,7 @@ async def rank(ctx: TaskContext) -> int:
 
 
 PLAN = Plan(
-    Eligibility.REPLY_RANKING.value,
+    NAME,
     tasks={
         "filter": shared.filters,
         "rate_limit": shared.rate_limit,
@@ -148,6 +158,8 @@ PLAN = Plan(
         "rank": ["relevance", "toxicity", "spam"],
         "sink": ["rank"],
     },
-    eligibility=Eligibility.REPLY_RANKING.value,
+    eligibility=NAME,
     version=VERSION,
 )
+
+FLOW = Flow(plan=PLAN, settings=ReplySettings, order=50)

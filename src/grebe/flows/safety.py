@@ -12,15 +12,18 @@ media task, says why).
 
 from __future__ import annotations
 
+import msgspec
+
 from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
 from grebe.flows import judge, language, llm, shared
+from grebe.flows.catalog import Flow
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import SafetySettings
 from grebe.flows.sinks import SinkRules, sink_with
-from grebe.types import Eligibility
 
 VERSION = "1"
+NAME = "post_safety"  # the plan, its eligibility and its `plans.` key
 LABEL_SAFE = "safe"
 LABEL_NSFW = "nsfw"
 LABEL_HATE = "hate"
@@ -29,6 +32,12 @@ LABEL_INSULT = judge.INSULT
 LABEL_THREAT = judge.THREAT
 #: What the heads can label, most severe first.
 HEAD_LABELS = (judge.THREAT, judge.HATE, judge.INSULT, judge.OFFENSIVE)
+
+
+class SafetyVerdict(msgspec.Struct):
+    hate: llm.Unit
+    offensive: llm.Unit
+    reason: str
 
 
 async def text_scores(ctx: TaskContext, text: str) -> dict[str, float]:
@@ -48,7 +57,7 @@ TEXT_MODELS = "the hate and offensive-language models"
 async def post_text(ctx: TaskContext) -> dict[str, float]:
     """The post text's scores; zeros when the models do not cover its language (media
     text is OCR'd and transcribed by English models, so it is scored as English)."""
-    if ctx.services.heads is not None and not shared.uses_llm(ctx):
+    if ctx.services.models.heads is not None and not shared.uses_llm(ctx):
         found = await judge.verdicts(ctx, ctx.payload.post.text)
         return {name: v.score for name, v in found.items()}
     if shared.uses_llm(ctx) or await language.local_abstain(ctx, TEXT_MODELS):
@@ -61,7 +70,7 @@ async def media_text(ctx: TaskContext) -> dict[str, float]:
     if shared.uses_llm(ctx):  # the chat model reads the media text itself
         return {LABEL_HATE: 0.0, LABEL_OFFENSIVE: 0.0}
     text = f"{facts.ocr_text}\n{facts.transcript}"
-    if ctx.services.heads is not None:
+    if ctx.services.models.heads is not None:
         found = await judge.verdicts(ctx, text, gate=False)
         return {name: v.score for name, v in found.items()}
     return await text_scores(ctx, text)
@@ -114,11 +123,11 @@ async def classify_heads(ctx: TaskContext, settings: SafetySettings) -> list[str
 async def classify(ctx: TaskContext) -> list[str]:
     settings: SafetySettings = shared.settings_of(ctx)
     facts: MediaFacts = ctx.results["media"]
-    if ctx.services.heads is not None and not shared.uses_llm(ctx):
+    if ctx.services.models.heads is not None and not shared.uses_llm(ctx):
         return await classify_heads(ctx, settings)
     if ctx.services.settings.backend(ctx.plan) == "llm":
         verdict = await llm.ask(
-            ctx, "safety", llm.SafetyVerdict, text=ctx.payload.post.text,
+            ctx, "safety", SafetyVerdict, text=ctx.payload.post.text,
             ocr_text=facts.ocr_text or "(none)", transcript=facts.transcript or "(none)",
         )
         text = {LABEL_HATE: verdict.hate, LABEL_OFFENSIVE: verdict.offensive}
@@ -156,7 +165,7 @@ async def classify(ctx: TaskContext) -> list[str]:
 
 
 PLAN = Plan(
-    Eligibility.POST_SAFETY.value,
+    NAME,
     tasks={
         "filter": shared.filters,
         "rate_limit": shared.rate_limit,
@@ -177,6 +186,8 @@ PLAN = Plan(
         "classify": ["post_text", "media_text"],
         "sink": ["classify"],
     },
-    eligibility=Eligibility.POST_SAFETY.value,
+    eligibility=NAME,
     version=VERSION,
 )
+
+FLOW = Flow(plan=PLAN, settings=SafetySettings, order=20)

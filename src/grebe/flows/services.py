@@ -1,4 +1,6 @@
-"""What flow tasks may use (`ctx.services`): models, media, sinks and small shared state.
+"""What flow tasks may use (`ctx.services`): the models container, media, sinks and small
+shared state. Tasks ask the container for a model (`ctx.services.models.embedder`); an
+optional one (language id, chat model, trained heads) is None when it is off.
 
 The bundle builds one `FlowServices` per engine process in its start(); tasks only read
 it. Everything here is behind a protocol, so unit tests assemble it from test doubles
@@ -11,16 +13,18 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import msgspec
 import numpy as np
 from cachetools import TTLCache
 
 from grebe import constants as C
-from grebe.inference.base import ChatModel, Embedder, TextClassifier
 from grebe.stores.base import AnnotationStore
 from grebe.types import Post
+
+if TYPE_CHECKING:
+    from grebe.flows.models import FlowModels
 
 
 class MediaFacts(msgspec.Struct, frozen=True, kw_only=True):
@@ -65,9 +69,14 @@ class TextHeadScorer(Protocol):
     embedding of a text. `heads` maps a head name to its HeadInfo (classes, languages,
     validation thresholds, target_fpr, sources)."""
 
-    version: str
-    embedder: str
-    heads: dict[str, Any]
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def embedder(self) -> str: ...
+
+    @property
+    def heads(self) -> dict[str, Any]: ...
 
     def predict(self, embeddings: np.ndarray) -> dict[str, np.ndarray]: ...
 
@@ -137,26 +146,25 @@ class FlowServices:
     """Injected into every plan as `ctx.services`."""
 
     settings: Any  # grebe.flows.settings.FlowSettings
-    embedder: Embedder
-    offensive: TextClassifier  # profanity: {"offensive": p}
-    hate: TextClassifier  # {"hate": p, "offensive": p}
-    spam_head: SpamScorer
+    models: FlowModels  # every model the plans call, built once (grebe.flows.models)
     store: AnnotationStore
     cache: Any  # grebe.core.memo.SharedCache
-    authors: Any  # grebe.flows.signals.AuthorMemory
-    language: TextClassifier | None = None  # {iso_code: p}
+    authors: Any  # grebe.flows.author_memory.AuthorMemory
     media: MediaHydrator | None = None
-    chat: ChatModel | None = None
     producer: OutputProducer | None = None
     output_topic: str = "annotations"
     prompts: Any = None  # grebe.flows.llm.PromptBook
     limiter: PlanLimiter = field(default_factory=PlanLimiter)
     dedupe: RecentKeys = field(default_factory=RecentKeys)
     plan_versions: dict[str, str] = field(default_factory=dict)  # filled by the registry
-    heads: TextHeadScorer | None = None  # None: the pre-heads models judge text
     enforcement: Any = None  # grebe.flows.enforcement.EnforcementHistory (PTOS policy step)
     coordination: Any = None  # grebe.flows.coordination.CoordinationIndex (spam plans)
     records: Any = None  # grebe.flows.sinks.FlagRecords (OR-merged boolean metadata)
+
+    @property
+    def heads(self) -> TextHeadScorer | None:
+        """`models.heads`, under the name grebe.flows.judge reads."""
+        return self.models.heads
 
 
 def first(rows: Sequence[dict[str, float]]) -> dict[str, float]:

@@ -22,7 +22,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from grebe.config import validation_problems
 from grebe.errors import ConfigError
-from grebe.types import Eligibility
 
 PostType = Literal["original", "reply"]
 ClassifierBackend = Literal["local", "llm"]
@@ -289,27 +288,17 @@ class SharedCacheSettings(_Section):
     maxsize: int = Field(default=20_000, ge=1)
 
 
-#: plan name -> its settings class. Plan names equal their eligibility.
-PLAN_SETTINGS: dict[str, type[PlanSettings]] = {
-    Eligibility.SPAM_COMMENT: SpamSettings,
-    Eligibility.BANGER_INITIAL_SCREEN: BangerSettings,
-    Eligibility.POST_SAFETY: SafetySettings,
-    Eligibility.SAFETY_PTOS: PtosSettings,
-    Eligibility.REPLY_RANKING: ReplySettings,
-    Eligibility.POST_EMBEDDING_WITH_SUMMARY: EmbeddingSettings,
-    Eligibility.POST_EMBEDDING_WITH_SUMMARY_FOR_REPLY: ReplyEmbeddingSettings,
-    Eligibility.MM_EMB_V5: MultimodalSettings,
-    Eligibility.MM_EMB_V5_FOR_REPLY: ReplyMultimodalSettings,
-    Eligibility.MM_EMB_V4: MultimodalSettings,
-}
+def plan_settings() -> dict[str, type[PlanSettings]]:
+    """Plan name -> its settings model, as each flow module declares it (its `FLOW`),
+    in merge order. Plan names equal their eligibility."""
+    from grebe.flows import catalog
 
-_TOP_KEYS = {"factory", "enabled", "classifier", "prompts_dir", "defaults",
-             "author_memory", "shared_cache", "language", "policy_file", "policy_version",
-             "heads", "heads_path"}
+    return {flow.name: flow.settings for flow in catalog.flows()}
+
 
 
 class FlowSettings(_Section):
-    enabled: list[str] = Field(default_factory=lambda: list(PLAN_SETTINGS))
+    enabled: list[str] = Field(default_factory=lambda: list(plan_settings()))
     classifier: ClassifierBackend = "local"
     prompts_dir: Path | None = None  # override the packaged prompt templates
     author_memory: AuthorMemorySettings = AuthorMemorySettings()
@@ -332,27 +321,29 @@ class FlowSettings(_Section):
     def from_section(cls, raw: dict[str, Any] | None) -> FlowSettings:
         """Validate the free-form `plans:` section; ConfigError naming the bad key."""
         raw = dict(raw or {})
-        unknown = sorted(set(raw) - _TOP_KEYS - set(PLAN_SETTINGS))
+        kinds = plan_settings()
+        section_keys = {"factory", "defaults", *cls.model_fields} - {"per_plan"}
+        unknown = sorted(set(raw) - section_keys - set(kinds))
         if unknown:
             raise ConfigError(
                 f"invalid plans configuration: unknown keys {unknown}; "
-                f"plans are {sorted(PLAN_SETTINGS)}"
+                f"plans are {sorted(kinds)}"
             )
         from grebe.flows import policy
 
         file_version, policy_keys = policy.read_policy(raw.get("policy_file"))
-        changed = policy.overrides(raw, list(PLAN_SETTINGS))
+        changed = policy.overrides(raw, list(kinds))
         defaults = raw.pop("defaults", None) or {}
         raw.pop("factory", None)
         per_plan: dict[str, PlanSettings] = {}
-        for name, kind in PLAN_SETTINGS.items():
+        for name, kind in kinds.items():
             layered = {**policy_keys.get(policy.DEFAULTS, {}), **policy_keys.get(name, {}),
                        **defaults, **(raw.pop(name, None) or {})}
             per_plan[name] = _validate(kind, layered, name)
         settings = _validate(cls, raw, "")
         settings.policy_version = policy.effective_version(
             file_version, settings.policy_version or None, changed)
-        bad = sorted(set(settings.enabled) - set(PLAN_SETTINGS))
+        bad = sorted(set(settings.enabled) - set(kinds))
         if bad:
             raise ConfigError(f"plans.enabled names unknown plans {bad}")
         settings.per_plan = per_plan

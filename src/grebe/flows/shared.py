@@ -16,11 +16,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from grebe import codec
 from grebe.core.task import SkipTask, TaskContext, TaskSpec
 from grebe.flows.services import FlowServices, MediaFacts, MediaHydrator, first
 from grebe.inference.lazy import ensure_ready
-from grebe.types import Annotation, Post, post_fingerprint
+from grebe.types import Annotation, Post
 
 if TYPE_CHECKING:
     from grebe.flows.sinks import SinkRules
@@ -79,10 +78,10 @@ async def shared(ctx: TaskContext, key: str, factory: Callable[[], Awaitable[T]]
 async def embed(ctx: TaskContext, text: str) -> np.ndarray:
     """One L2-normalised embedding of `text`, computed once per distinct text."""
     services = services_of(ctx)
-    ctx.output.model_versions["embedder"] = services.embedder.name
+    ctx.output.model_versions["embedder"] = services.models.embedder.name
 
     async def compute() -> np.ndarray:
-        return (await services.embedder.embed([text]))[0]
+        return (await services.models.embedder.embed([text]))[0]
 
     return await shared(ctx, f"{KEY_EMBED}:{digest(text)}", compute)
 
@@ -95,14 +94,15 @@ async def offensive_score(ctx: TaskContext, text: str) -> float:
     """Offensiveness in [0, 1]: the trained `offensive` head when loaded (one embedding,
     shared with every other head), else alt-profanity-check."""
     services = services_of(ctx)
-    if services.heads is not None:
+    if services.models.heads is not None:
         p = _head_p(await head_probs(ctx, text), "offensive", "offensive")
         if p is not None:
             return p
-    ctx.output.model_versions["offensive"] = services.offensive.name
+    ctx.output.model_versions["offensive"] = services.models.offensive.name
 
     async def compute() -> float:
-        return float(max(first(await services.offensive.classify([text])).values(), default=0.0))
+        rows = await services.models.offensive.classify([text])
+        return float(max(first(rows).values(), default=0.0))
 
     return await shared(ctx, f"{KEY_OFFENSIVE}:{digest(text)}", compute)
 
@@ -110,15 +110,15 @@ async def offensive_score(ctx: TaskContext, text: str) -> float:
 async def hate_scores(ctx: TaskContext, text: str) -> dict[str, float]:
     """{"hate": p, "offensive": p} from the trained heads when loaded, else HateSonar."""
     services = services_of(ctx)
-    if services.heads is not None:
+    if services.models.heads is not None:
         probs = await head_probs(ctx, text)
         hate, offensive = _head_p(probs, "hate", "hate"), _head_p(probs, "offensive", "offensive")
         if hate is not None and offensive is not None:
             return {"hate": hate, "offensive": offensive}
-    ctx.output.model_versions["hate"] = services.hate.name
+    ctx.output.model_versions["hate"] = services.models.hate.name
 
     async def compute() -> dict[str, float]:
-        return first(await services.hate.classify([text]))
+        return first(await services.models.hate.classify([text]))
 
     return await shared(ctx, f"{KEY_HATE}:{digest(text)}", compute)
 
@@ -126,16 +126,16 @@ async def hate_scores(ctx: TaskContext, text: str) -> dict[str, float]:
 async def spam_head_score(ctx: TaskContext, text: str) -> float:
     """Spam probability: the trained `spam` head when loaded, else the e-mail spam head."""
     services = services_of(ctx)
-    if services.heads is not None:
+    if services.models.heads is not None:
         p = _head_p(await head_probs(ctx, text), "spam", "spam")
         if p is not None:
             return p
     vector = await embed(ctx, text)
-    await ensure_ready(services.spam_head)  # loaded on first use beside the heads
-    ctx.output.model_versions["spam_head"] = services.spam_head.name
+    await ensure_ready(services.models.spam_head)  # loaded on first use beside the heads
+    ctx.output.model_versions["spam_head"] = services.models.spam_head.name
 
     async def compute() -> float:
-        return float(services.spam_head.score(vector[None, :])[0])
+        return float(services.models.spam_head.score(vector[None, :])[0])
 
     return await shared(ctx, f"{KEY_SPAM_HEAD}:{digest(text)}", compute)
 
@@ -143,7 +143,7 @@ async def spam_head_score(ctx: TaskContext, text: str) -> float:
 async def head_probs(ctx: TaskContext, text: str) -> dict[str, dict[str, float]]:
     """{head: {class: p}} from every trained head on the one embedding of `text`: one
     encoder pass (the `embed` memo) feeds all heads, and the heads run once per text."""
-    heads = services_of(ctx).heads
+    heads = services_of(ctx).models.heads
     if heads is None:
         return {}
     vector = await embed(ctx, text)
@@ -274,45 +274,18 @@ async def transcript(ctx: TaskContext) -> str:
 
 
 async def sink(ctx: TaskContext, rules: SinkRules | None = None) -> Annotation:
-    """Upsert the plan's annotation (idempotent by post, producer, version), apply the
-    plan's flags to the post/author records and publish it to the output topic, as the
-    plan's `rules` (grebe.flows.sinks) say; then remember the post for the plan's dedupe
-    window."""
+    """Record the post's language in the output, write the annotation as the plan's
+    `rules` (grebe.flows.sinks) say, then remember the post for the plan's dedupe window."""
     from grebe.flows.language import record
-    from grebe.flows.sinks import POST_RECORD, USER_KEY_PREFIX, USER_RECORD
-    from grebe.flows.sinks import SinkRules as Rules
-
-    rules = rules or Rules()
+    from grebe.flows.sinks import write_annotation
 
     services = services_of(ctx)
-    out, post = ctx.output, ctx.payload.post
     await record(ctx)
-    annotation = Annotation(
-        post_id=post.id,
-        producer=ctx.plan,
-        version=services.plan_versions.get(ctx.plan, "1"),
-        labels=list(out.labels),
-        scores=dict(out.scores),
-        reasons=dict(out.reasons),
-        embedding=out.embedding,
-        transcript=out.transcript,
-        model_versions=dict(out.model_versions),
-        content_fingerprint=post_fingerprint(post),
-        policy_version=services.settings.policy_version or None,
-    )
-    await services.store.upsert([annotation])
-    labels = set(out.labels)
-    if services.records is not None and labels & rules.post_flags:
-        await services.records.merge(POST_RECORD, post.id, labels & rules.post_flags, ctx.plan,
-                                     annotation.content_fingerprint, annotation.policy_version)
-    if services.records is not None and labels & rules.author_flags:
-        await services.records.merge(USER_RECORD, f"{USER_KEY_PREFIX}{post.author_id}",
-                                     labels & rules.author_flags, ctx.plan,
-                                     policy_version=annotation.policy_version)
-    if services.producer is not None and rules.publishes(post.is_reply):
-        await services.producer.publish(
-            services.output_topic, post.id.encode(), codec.encode(annotation)
-        )
+    annotation = await write_annotation(
+        ctx, store=services.store, producer=ctx.plan,
+        version=services.plan_versions.get(ctx.plan, "1"), publisher=services.producer,
+        topic=services.output_topic, rules=rules, records=services.records,
+        policy_version=services.settings.policy_version or None)
     if settings_of(ctx).dedupe_ttl_s:
-        services.dedupe.record(ctx.plan, post.id)
+        services.dedupe.record(ctx.plan, ctx.payload.post.id)
     return annotation

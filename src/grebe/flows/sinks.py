@@ -1,6 +1,9 @@
-"""Sink rules per plan, declared in the plan (`"sink": sink_with(SinkRules(...))`), not
-in sink code: whether the annotation goes to the output topic (for replies too), and
-which labels are applied to the post's and the author's records as boolean metadata.
+"""The one sink: how a plan's output becomes an Annotation in the store and on the output
+topic (`write_annotation`, used by every flow through grebe.flows.shared.sink and by the
+built-in `basic` plan). Sink rules are declared per plan
+(`"sink": sink_with(SinkRules(...))`), not in sink code: whether the annotation goes to
+the output topic (for replies too), and which labels are applied to the post's and the
+author's records as boolean metadata.
 
 Why records: an annotation is one plan's verdict on one post; a consumer that asks "is
 this post / this author flagged?" should not have to read every plan's rows and know
@@ -17,10 +20,15 @@ import asyncio
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from grebe import codec
 from grebe.core.task import TaskContext
 from grebe.stores.base import AnnotationStore
-from grebe.types import Annotation
+from grebe.types import Annotation, post_fingerprint
+
+if TYPE_CHECKING:
+    from grebe.flows.services import OutputProducer
 
 POST_RECORD = "record.post"
 USER_RECORD = "record.user"
@@ -79,6 +87,44 @@ class FlagRecords:
     async def flags(self, producer: str, key: str) -> set[str]:
         row = await self._row(producer, key)
         return set(row.labels) if row is not None else set()
+
+
+def annotation_of(ctx: TaskContext, *, producer: str, version: str,
+                  policy_version: str | None = None) -> Annotation:
+    """The plan's output as the Annotation of this post (its row: post, producer, version)."""
+    out, post = ctx.output, ctx.payload.post
+    return Annotation(
+        post_id=post.id, producer=producer, version=version, labels=list(out.labels),
+        scores=dict(out.scores), reasons=dict(out.reasons), embedding=out.embedding,
+        transcript=out.transcript, model_versions=dict(out.model_versions),
+        content_fingerprint=post_fingerprint(post), policy_version=policy_version,
+    )
+
+
+async def write_annotation(
+    ctx: TaskContext, *, store: AnnotationStore, producer: str, version: str,
+    publisher: OutputProducer | None, topic: str, rules: SinkRules | None = None,
+    records: FlagRecords | None = None, policy_version: str | None = None,
+) -> Annotation:
+    """Upsert the plan's annotation (idempotent by post, producer, version), apply the
+    `rules`' flags to the post/author records, then publish it to `topic`: in this order,
+    so a reader of the topic finds the row and the records already written."""
+    rules = rules or SinkRules()
+    post = ctx.payload.post
+    annotation = annotation_of(ctx, producer=producer, version=version,
+                               policy_version=policy_version)
+    await store.upsert([annotation])
+    labels = set(annotation.labels)
+    if records is not None and labels & rules.post_flags:
+        await records.merge(POST_RECORD, post.id, labels & rules.post_flags, producer,
+                            annotation.content_fingerprint, policy_version)
+    if records is not None and labels & rules.author_flags:
+        await records.merge(USER_RECORD, f"{USER_KEY_PREFIX}{post.author_id}",
+                            labels & rules.author_flags, producer,
+                            policy_version=policy_version)
+    if publisher is not None and rules.publishes(post.is_reply):
+        await publisher.publish(topic, post.id.encode(), codec.encode(annotation))
+    return annotation
 
 
 def sink_with(rules: SinkRules) -> Callable[[TaskContext], Awaitable[Annotation]]:

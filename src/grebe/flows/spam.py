@@ -17,21 +17,30 @@ spam, whatever the classifier said about the one post.
 
 from __future__ import annotations
 
+import msgspec
+
 from grebe.core.plan import Plan
 from grebe.core.task import SkipTask, TaskContext
 from grebe.flows import judge, language, llm, shared
+from grebe.flows.catalog import Flow
 from grebe.flows.coordination import Campaign
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import SpamSettings
-from grebe.flows.signals import TextSignals, text_signals
 from grebe.flows.sinks import SinkRules, sink_with
+from grebe.flows.text_signals import TextSignals, text_signals
 from grebe.flows.thread import spam_reply_skip, thread_facts
-from grebe.types import Eligibility
 
 VERSION = "1"
+NAME = "spam_comment"  # the plan, its eligibility and its `plans.` key
 LABEL_SPAM = "spam"
 LABEL_NOT_SPAM = "not_spam"
 LABEL_COORDINATED = "coordinated_spam"
+
+
+class SpamVerdict(msgspec.Struct):
+    spam: bool
+    score: llm.Unit
+    reason: str
 
 
 async def reply_filter(ctx: TaskContext) -> None:
@@ -68,7 +77,7 @@ async def abstain(ctx: TaskContext) -> str | None:
 async def head(ctx: TaskContext) -> float:
     if shared.uses_llm(ctx) or await abstain(ctx):
         return 0.0
-    if ctx.services.heads is not None:
+    if ctx.services.models.heads is not None:
         return (await judge.verdicts(ctx, full_text(ctx)))[judge.SPAM].score
     return await shared.spam_head_score(ctx, full_text(ctx))
 
@@ -76,7 +85,7 @@ async def head(ctx: TaskContext) -> float:
 async def offensive(ctx: TaskContext) -> float:
     """The offensive part of the pre-heads noisy-or (the heads' spam head needs none:
     offensiveness is not spam)."""
-    if shared.uses_llm(ctx) or ctx.services.heads is not None or await abstain(ctx):
+    if shared.uses_llm(ctx) or ctx.services.models.heads is not None or await abstain(ctx):
         return 0.0
     return await shared.offensive_score(ctx, full_text(ctx))
 
@@ -166,9 +175,9 @@ async def classify(ctx: TaskContext) -> float:
         return 0.0
     if ctx.services.settings.backend(ctx.plan) == "llm":
         # The model's yes/no decides the label; its score is reported as given.
-        verdict = await llm.ask(ctx, "spam", llm.SpamVerdict, text=full_text(ctx))
+        verdict = await llm.ask(ctx, "spam", SpamVerdict, text=full_text(ctx))
         score, reason, is_spam = verdict.score, verdict.reason, verdict.spam
-    elif ctx.services.heads is not None:
+    elif ctx.services.models.heads is not None:
         score, reason, is_spam = await with_heads(ctx, settings)
     else:
         score, reason = combine(ctx.results["head"], ctx.results["signals"],
@@ -182,7 +191,7 @@ async def classify(ctx: TaskContext) -> float:
 
 
 PLAN = Plan(
-    Eligibility.SPAM_COMMENT.value,
+    NAME,
     tasks={
         "filter": shared.filters,
         "reply_filter": reply_filter,
@@ -207,6 +216,8 @@ PLAN = Plan(
         "classify": ["head", "offensive", "signals", "coordination"],
         "sink": ["classify"],
     },
-    eligibility=Eligibility.SPAM_COMMENT.value,
+    eligibility=NAME,
     version=VERSION,
 )
+
+FLOW = Flow(plan=PLAN, settings=SpamSettings, order=10)

@@ -42,15 +42,16 @@ The small text classifiers (alt-profanity-check, HateSonar) have no keys; they a
 here too so that every backend comes from one place.
 
 Nothing is loaded here: builders return unstarted services; callers `start()` them
-(or use `InferenceBackends.start()`), so building from config is cheap and testable.
-The flows call the builders one by one (grebe.flows.models), wrapping those a post may
-never need in grebe.inference.lazy so they are built and loaded on first use only.
+so building from config is cheap and testable. The one container of built models is
+grebe.flows.models.FlowModels (built once per bundle by `build_models`, which calls these
+builders and wraps those a post may never need in grebe.inference.lazy so they are built
+and loaded on first use only); the media scan builds its models here too.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -61,7 +62,6 @@ from grebe.inference.base import (
     ChatModel,
     Embedder,
     ImageClassifier,
-    Service,
     TextClassifier,
     Transcriber,
 )
@@ -320,43 +320,3 @@ def build_hate_classifier(config: InferenceConfig) -> TextClassifier:
 
 def build_spam_head(config: InferenceConfig) -> SpamHeadService:
     return SpamHeadService(config.spam_head.path)
-
-
-class InferenceBackends:
-    """Every backend, started and stopped together. Optional ones are None when
-    configured off; flows check for None and skip what needs them."""
-
-    def __init__(self, config: InferenceConfig) -> None:
-        self.config = config
-        self.embedder = build_embedder(config)
-        self.offensive = build_offensive_classifier(config)
-        self.hate = build_hate_classifier(config)
-        self.language = build_language_id(config)
-        self.spam_head = build_spam_head(config)
-        self.chat = build_chat_model(config)
-        self.transcriber = build_transcriber(config)
-        self.ocr = build_ocr(config)
-        self.nsfw = build_nsfw(config)
-        self._started: list[Service] = []
-
-    @classmethod
-    def from_section(cls, section: dict[str, Any] | None) -> InferenceBackends:
-        return cls(parse_inference_config(section))
-
-    def backends(self) -> list[Any]:
-        """The configured backends (None left out), in start order."""
-        parts = (self.embedder, self.offensive, self.hate, self.language, self.spam_head,
-                 self.chat, self.transcriber, self.ocr, self.nsfw)
-        return [p for p in parts if p is not None]
-
-    async def start(self) -> None:
-        for backend in self.backends():
-            if backend in self._started:
-                continue
-            service = cast(Service, backend)  # every backend has the Service lifecycle
-            await service.start()
-            self._started.append(service)
-
-    async def stop(self) -> None:
-        while self._started:
-            await self._started.pop().stop()

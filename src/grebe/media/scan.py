@@ -14,6 +14,7 @@ from rich.table import Table
 
 from grebe.errors import GrebeError
 from grebe.inference.base import OCR, ImageClassifier
+from grebe.inference.factory import build_nsfw, build_ocr, parse_inference_config
 from grebe.media.asr import ASRProcessor
 from grebe.media.config import MediaConfig
 from grebe.media.pipeline import ItemReport, MediaPipeline
@@ -49,7 +50,8 @@ def expand_inputs(inputs: Sequence[str]) -> tuple[list[str], list[Path]]:
 
 
 def default_models(config: MediaConfig) -> dict[str, Any]:
-    """The local NSFW classifier and OCR from grebe.inference, where installed. Each is
+    """The local NSFW classifier and OCR, built by grebe.inference.factory (the one place
+    backends are built) with the default `inference` settings, where installed. Each is
     optional: a missing backend leaves its column empty rather than failing the scan."""
     models: dict[str, Any] = {}
     loaders: list[tuple[str, Callable[[], Any]]] = []
@@ -59,7 +61,8 @@ def default_models(config: MediaConfig) -> dict[str, Any]:
         loaders.append(("ocr", _load_ocr))
     for role, load in loaders:
         try:
-            models[role] = load()
+            if (model := load()) is not None:
+                models[role] = model
         except (ImportError, GrebeError) as exc:
             log.warning("no %s backend: %s", role, exc)
     return models
@@ -80,16 +83,12 @@ async def _started(services: dict[str, Any]) -> dict[str, Any]:
     return ready
 
 
-def _load_nsfw() -> ImageClassifier:
-    from grebe.inference.nsfw import OpenNSFWClassifier
-
-    return OpenNSFWClassifier()
+def _load_nsfw() -> ImageClassifier | None:
+    return build_nsfw(parse_inference_config(None))
 
 
-def _load_ocr() -> OCR:
-    from grebe.inference.ocr import TesseractOCR
-
-    return TesseractOCR()
+def _load_ocr() -> OCR | None:
+    return build_ocr(parse_inference_config(None))
 
 
 async def scan(

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from grebe.flows.signals import (
-    AuthorMemory,
+from grebe.flows.author_memory import AuthorMemory
+from grebe.flows.text_signals import (
     count_links,
     repetition,
     sentences,

@@ -1,0 +1,74 @@
+"""Cheap text signals that models miss: links, shouting, repetition, words, sentences,
+and (through grebe.flows.author_memory) the same text posted again and again by one
+author. The one place these rules live: the flows and the built-in `basic` plan read a
+link or a shouting post the same way.
+
+Pure functions, so each is unit-testable without models.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from grebe.flows.author_memory import AuthorMemory
+
+_LINK = re.compile(r"(?:https?://|www\.)\S+", re.IGNORECASE)
+_WORD = re.compile(r"\w+", re.UNICODE)
+_SPACE = re.compile(r"\s+")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def count_links(text: str) -> int:
+    return len(_LINK.findall(text))
+
+
+def words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def shouting(text: str, min_letters: int) -> float:
+    """Share of upper-case letters outside links, 0 for texts with too few letters."""
+    letters = [c for c in _LINK.sub("", text) if c.isalpha()]
+    if len(letters) < min_letters:
+        return 0.0
+    return sum(c.isupper() for c in letters) / len(letters)
+
+
+def repetition(text: str, min_tokens: int) -> float:
+    """1 - distinct/total tokens: 'buy buy buy buy' -> 0.75; short texts -> 0."""
+    tokens = words(text)
+    if len(tokens) < min_tokens:
+        return 0.0
+    return 1.0 - len(set(tokens)) / len(tokens)
+
+
+def normalize(text: str) -> str:
+    """What counts as 'the same text': case, spacing and links ignored."""
+    return _SPACE.sub(" ", _LINK.sub("", text.lower())).strip()
+
+
+def sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.split(text) if s and s.strip()]
+
+
+@dataclass(frozen=True, slots=True)
+class TextSignals:
+    links: int
+    shouting: float
+    repetition: float
+    duplicates: int  # earlier copies of this text by the same author within the window
+
+
+def text_signals(
+    text: str, *, author_id: str, post_id: str, memory: AuthorMemory,
+    shouting_min_letters: int, repetition_min_tokens: int,
+) -> TextSignals:
+    return TextSignals(
+        links=count_links(text),
+        shouting=shouting(text, shouting_min_letters),
+        repetition=repetition(text, repetition_min_tokens),
+        duplicates=memory.observe(author_id, post_id, text) if text.strip() else 0,
+    )
