@@ -16,9 +16,16 @@ docs/annotations.md documents every key.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from grebe.config import validation_problems
 from grebe.errors import ConfigError
@@ -307,7 +314,8 @@ class FlowSettings(_Section):
     policy_file: Path | None = None  # default: the packaged grebe/data/policy.yaml
     heads: bool = True  # judge text with the trained heads (grebe.inference.heads)
     heads_path: Path | None = None  # default: the packaged head weights
-    policy_version: str = ""  # filled from the policy file (grebe.flows.policy)
+    # Filled from the policy file (grebe.flows.policy); null in YAML means "not named".
+    policy_version: Annotated[str, BeforeValidator(lambda v: v or "")] = ""
     per_plan: dict[str, PlanSettings] = Field(default_factory=dict)
 
     def plan(self, name: str) -> Any:
