@@ -418,15 +418,9 @@ def media_scan(
     import msgspec
     from rich.progress import Progress
 
-    from grebe.errors import ConfigError
-    from grebe.media.config import MediaConfig
     from grebe.media.scan import render, scan
 
-    try:
-        media = MediaConfig.from_section(_core_config(config).media)
-    except ConfigError as exc:
-        console.print(f"[red]config error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+    media = _core_config(config).media
     media.pipeline.asr, media.pipeline.nsfw, media.pipeline.ocr = asr, nsfw, ocr
     if frames is not None:
         media.video.frames = max(1, frames)
@@ -553,10 +547,9 @@ def thunder_publish(
     from grebe.brokers.factory import build_producer
     from grebe.ingest import read_lines
     from grebe.thunder.publish import publish_events
-    from grebe.thunder.settings import thunder_settings
 
     settings = _core_config(config)
-    target = topic or thunder_settings(settings.thunder).topic
+    target = topic or settings.thunder.topic
     producer = build_producer(settings)
     if producer is None:
         console.print("[red]output.broker is none: nowhere to publish[/red]")
