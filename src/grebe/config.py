@@ -30,7 +30,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from grebe import constants as C
 from grebe.errors import ConfigError
 from grebe.feed.settings import FeedSettings
-from grebe.inference.settings import InferenceConfig
+from grebe.inference.settings import InferenceConfig, expand_shorthands
 from grebe.media.config import MediaConfig
 from grebe.security.keys import AuthConfig
 from grebe.security.ratelimit import valid_rate
@@ -319,6 +319,8 @@ def load_config(path: Path | str | None = None, **overrides: Any) -> GrebeConfig
             raise ConfigError(f"config file {path} must hold a mapping at the top level")
         raw.update(loaded)
     raw.update(overrides)
+    if isinstance(raw.get("inference"), dict):  # before the environment merges into it
+        raw["inference"] = expand_shorthands(raw["inference"])
     try:
         return GrebeConfig(**raw)
     except ValidationError as exc:

@@ -163,6 +163,10 @@ class SpamHeadConfig(Section):
     path: Path | None = None
 
 
+#: Roles that may be given as just their backend's name (`ocr: none`).
+BACKEND_SHORTHANDS = ("embedder", "chat", "transcriber", "ocr", "nsfw")
+
+
 class InferenceConfig(Section):
     embedder: EmbedderConfig = EmbedderConfig()
     minilm: MiniLMConfig = MiniLMConfig()
@@ -173,9 +177,19 @@ class InferenceConfig(Section):
     nsfw: NSFWConfig = NSFWConfig()
     spam_head: SpamHeadConfig = SpamHeadConfig()
 
-    @field_validator("embedder", "chat", "transcriber", "ocr", "nsfw", mode="before")
+    @field_validator(*BACKEND_SHORTHANDS, mode="before")
     @classmethod
     def _expand_shorthand(cls, value: Any) -> Any:
         """`embedder: openai` means `embedder: {backend: openai}`."""
         return {"backend": value} if isinstance(value, str) else value
+
+
+def expand_shorthands(section: dict[str, Any]) -> dict[str, Any]:
+    """The raw section with every `role: backend` shorthand written out as a mapping.
+    The config applies this before environment overrides are merged in: they merge
+    only into mappings, so `GREBE_INFERENCE__EMBEDDER__MAX_BATCH_SIZE=8` over
+    `embedder: hash` would otherwise replace `hash` and silently bring back the default
+    backend."""
+    return {key: {"backend": value} if key in BACKEND_SHORTHANDS and isinstance(value, str)
+            else value for key, value in section.items()}
 
