@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -220,3 +222,16 @@ def test_config_snippets_in_docs_load(
     if "GREBE_KAFKA__SASL_PASSWORD" in text:
         monkeypatch.setenv("GREBE_KAFKA__SASL_PASSWORD", "from-the-environment")
     load_config(**stand_in(raw))
+
+
+def test_loading_the_config_imports_no_model_code() -> None:
+    """Section models live in light modules: reading a config (every command does)
+    must not pay for onnxruntime, torch or numpy, nor import the packages' machinery."""
+    code = ("import sys, grebe.config; "
+            "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('onnxruntime', 'torch', 'numpy', 'grpc', 'PIL', 'av', 'faster_whisper') "
+            "or m.startswith(('grebe.inference.factory', 'grebe.media.pipeline', "
+            "'grebe.thunder.store', 'grebe.feed.home')))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split() == []

@@ -261,7 +261,7 @@ class GrebeConfig(BaseSettings):
     auth: AuthConfig = AuthConfig()  # API keys for serve, feed-serve, thunder
     plans: dict[str, Any] = Field(default_factory=dict)
     # Each package's own section model (default_factory: a fresh object per config, so
-    # a command adjusting its copy, as `grebe media-scan` does, changes no other).
+    # a command adjusting its copy, as `grebe media scan` does, changes no other).
     inference: InferenceConfig = Field(default_factory=InferenceConfig)
     media: MediaConfig = Field(default_factory=MediaConfig)
     thunder: ThunderSettings = Field(default_factory=ThunderSettings)
