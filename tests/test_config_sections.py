@@ -132,6 +132,20 @@ def test_environment_overrides_nested_keys_over_the_file(
     assert config.feed.weights.quality == 0.9
 
 
+def test_a_section_passed_as_an_object_keeps_its_values_under_env_overrides(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """grebe eval builds its scratch config from the base's typed sections; the
+    environment's nested keys merge into them instead of replacing them whole."""
+    monkeypatch.setenv("GREBE_INFERENCE__EMBEDDER__MAX_BATCH_SIZE", "8")
+    base = load_config(inference={"embedder": "hash", "ocr": "none"},
+                       hydration={"backend": "http", "http_url": "http://x", "record": False})
+    again = load_config(inference=base.inference, hydration=base.hydration)
+    assert again.inference == base.inference
+    assert again.inference.embedder.backend == "hash" and again.inference.ocr.backend == "none"
+    assert again.inference.embedder.max_batch_size == 8
+    assert again.hydration == base.hydration
+
+
 def test_a_bad_environment_override_names_its_field(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GREBE_THUNDER__PORT", "x")
     monkeypatch.setenv("GREBE_INFERENCE__EMBEDDER__BACKEND", "bert")

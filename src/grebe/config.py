@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import (
     AfterValidator,
+    BaseModel,
     Field,
     SecretStr,
     ValidationError,
@@ -319,6 +320,11 @@ def load_config(path: Path | str | None = None, **overrides: Any) -> GrebeConfig
             raise ConfigError(f"config file {path} must hold a mapping at the top level")
         raw.update(loaded)
     raw.update(overrides)
+    # Sections given as objects (`load_config(inference=base.inference)`, as grebe eval
+    # does) become the mappings they were made from: the environment's nested keys merge
+    # into a mapping, but would replace an object whole, dropping what it held.
+    raw = {key: value.model_dump(exclude_unset=True) if isinstance(value, BaseModel)
+           else value for key, value in raw.items()}
     if isinstance(raw.get("inference"), dict):  # before the environment merges into it
         raw["inference"] = expand_shorthands(raw["inference"])
     try:
