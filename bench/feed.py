@@ -38,6 +38,7 @@ import numpy as np
 
 from grebe.feed.admission import Admission
 from grebe.feed.home import build_home_pipeline
+from grebe.feed.settings import FeedSettings
 from grebe.feed.viewers import MemoryViewerDirectory, Viewer
 from grebe.stores.sqlite import SqliteStore
 from grebe.thunder.events import PostCreate
@@ -45,8 +46,8 @@ from grebe.thunder.settings import ThunderSettings
 from grebe.thunder.store import ThunderStore
 from grebe.types import Annotation
 
-FEED = {"in_network_max": 1000, "out_of_network_max": 500, "min_similarity": 0.0,
-        "max_results": 50, "component_timeout_s": 5.0}
+FEED = FeedSettings(in_network_max=1000, out_of_network_max=500, min_similarity=0.0,
+                    max_results=50, component_timeout_s=5.0)
 
 
 def pct(values: list[float], q: float) -> float:

@@ -151,7 +151,7 @@ async def evaluate(posts: list[EvalPost], viewers_per_topic: int, engaged_n: int
         store = SqliteStore(Path(tmp) / "annotations.db")
         await store.start()
         thunder = ThunderStore(ThunderSettings())
-        feed = build_home_pipeline({}, store, thunder, embedder,
+        feed = build_home_pipeline(None, store, thunder, embedder,
                                    viewers=MemoryViewerDirectory(viewers))
         for post in posts:
             thunder.apply(PostCreate(post_id=post.post_id,

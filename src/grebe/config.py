@@ -1,8 +1,15 @@
 """The one typed configuration: a YAML file, overridden by GREBE_* environment variables.
 
-`GREBE_DISPATCHER__MAX_IN_FLIGHT=64` overrides `dispatcher.max_in_flight`. Streams and
-their eligibilities are data here, not classes. Every section has working defaults for
-one laptop with no servers (local broker, sqlite store, local models).
+`GREBE_DISPATCHER__MAX_IN_FLIGHT=64` overrides `dispatcher.max_in_flight` (and
+`GREBE_INFERENCE__EMBEDDER__MAX_BATCH_SIZE=8` a nested key). Streams and their
+eligibilities are data here, not classes. Every section has working defaults for one
+laptop with no servers (local broker, sqlite store, local models).
+
+The runtime's own sections are defined here; each package with knobs of its own keeps
+its section model beside its code (`inference/settings.py`, `media/config.py`,
+`thunder/settings.py`, `feed/settings.py`) and this module assembles them, so the whole
+file is validated once, in `load_config`: a bad key anywhere is a ConfigError naming
+its dotted field before anything starts.
 """
 
 from __future__ import annotations
@@ -14,7 +21,6 @@ import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
@@ -24,14 +30,17 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from grebe import constants as C
 from grebe.errors import ConfigError
+from grebe.feed.settings import FeedSettings
 from grebe.flows.section import checked_plans
+from grebe.inference.settings import InferenceConfig, expand_shorthands
+from grebe.media.config import MediaConfig
 from grebe.security.keys import AuthConfig
 from grebe.security.ratelimit import valid_rate
 from grebe.security.settings import HttpGuardSettings
+from grebe.settings_base import Section, validation_problems
+from grebe.thunder.settings import ThunderSettings
 
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+__all__ = ["GrebeConfig", "Section", "load_config", "validation_problems"]
 
 
 class StreamConfig(Section):
@@ -225,8 +234,8 @@ class ApiConfig(Section):
 
 
 class GrebeConfig(BaseSettings):
-    """The whole configuration. Areas not yet configured here keep free-form sections
-    (`plans`, `inference`, `media`, `thunder`, `feed`) that their packages validate."""
+    """The whole configuration, every section typed. `plans` alone stays free-form
+    here: the flows validate it against the plans they register."""
 
     model_config = SettingsConfigDict(
         env_prefix=C.ENV_PREFIX, env_nested_delimiter="__", extra="forbid"
@@ -253,10 +262,12 @@ class GrebeConfig(BaseSettings):
     api: ApiConfig = ApiConfig()
     auth: AuthConfig = AuthConfig()  # API keys for serve, feed-serve, thunder
     plans: Annotated[dict[str, Any], AfterValidator(checked_plans)] = Field(default_factory=dict)
-    inference: dict[str, Any] = Field(default_factory=dict)
-    media: dict[str, Any] = Field(default_factory=dict)
-    thunder: dict[str, Any] = Field(default_factory=dict)
-    feed: dict[str, Any] = Field(default_factory=dict)
+    # Each package's own section model (default_factory: a fresh object per config, so
+    # a command adjusting its copy, as `grebe media scan` does, changes no other).
+    inference: InferenceConfig = Field(default_factory=InferenceConfig)
+    media: MediaConfig = Field(default_factory=MediaConfig)
+    thunder: ThunderSettings = Field(default_factory=ThunderSettings)
+    feed: FeedSettings = Field(default_factory=FeedSettings)
 
     @model_validator(mode="after")
     def _unique_stream_names(self) -> GrebeConfig:
@@ -291,15 +302,6 @@ class GrebeConfig(BaseSettings):
         return (env_settings, init_settings)
 
 
-def validation_problems(exc: ValidationError, prefix: str = "") -> str:
-    """Every invalid field of a pydantic error as "section.field: why", joined with "; ",
-    so each config section reports bad input the same way."""
-    return "; ".join(
-        f"{prefix + '.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
-        for err in exc.errors()
-    )
-
-
 def load_config(path: Path | str | None = None, **overrides: Any) -> GrebeConfig:
     """Load the YAML file at `path` (or $GREBE_CONFIG), apply environment overrides.
 
@@ -319,6 +321,13 @@ def load_config(path: Path | str | None = None, **overrides: Any) -> GrebeConfig
             raise ConfigError(f"config file {path} must hold a mapping at the top level")
         raw.update(loaded)
     raw.update(overrides)
+    # Sections given as objects (`load_config(inference=base.inference)`, as grebe eval
+    # does) become the mappings they were made from: the environment's nested keys merge
+    # into a mapping, but would replace an object whole, dropping what it held.
+    raw = {key: value.model_dump(exclude_unset=True) if isinstance(value, BaseModel)
+           else value for key, value in raw.items()}
+    if isinstance(raw.get("inference"), dict):  # before the environment merges into it
+        raw["inference"] = expand_shorthands(raw["inference"])
     try:
         return GrebeConfig(**raw)
     except ValidationError as exc:

@@ -52,7 +52,7 @@ async def world(tmp_path: Path) -> AsyncIterator[tuple[HomeFeed, Clock]]:
         {"vera": Viewer(user_id="vera", following=["fred", "gina"], engaged=["m0"])},
         seen_window_s=3600, clock=clock)
     embedder = HashEmbedder(dim=64)
-    feed = build_home_pipeline({}, store, thunder, embedder, viewers=viewers)
+    feed = build_home_pipeline(None, store, thunder, embedder, viewers=viewers)
     posts: list[tuple[str, str, str]] = [("m0", "mike", text_of("music", rng))]
     for i in range(12):  # the two followed authors post a little
         posts.append((f"f{i}", "fred" if i % 2 else "gina", text_of("cooking", rng)))

@@ -17,6 +17,7 @@ from grebe.errors import ConfigError
 from grebe.feed.home import HomeFeed, build_home_pipeline
 from grebe.feed.http import build_feed_app
 from grebe.feed.runner import serve_http
+from grebe.feed.settings import FeedSettings
 from grebe.feed.viewers import MemoryViewerDirectory, Viewer
 from grebe.inference.fakes import HashEmbedder
 from grebe.security.keys import KeyStore, new_key
@@ -62,7 +63,7 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
                         seen={"b4"}, engaged=["x1"]),
     })
     embedder = HashEmbedder(dim=64)
-    feed = build_home_pipeline({"min_similarity": 0.3}, store, thunder_store, embedder,
+    feed = build_home_pipeline(FeedSettings(min_similarity=0.3), store, thunder_store, embedder,
                                viewers=viewers)
     for post_id, (author, text, labels, age, retweet_of) in POSTS.items():
         thunder_store.apply(PostCreate(post_id=post_id, author_id=author,
@@ -162,7 +163,7 @@ async def test_in_network_over_grpc_matches_in_process(world: World) -> None:
     port = await server.start()
     try:
         remote_feed = build_home_pipeline(
-            {"min_similarity": 0.3}, world.feed.annotations.store, world.thunder_store,
+            FeedSettings(min_similarity=0.3), world.feed.annotations.store, world.thunder_store,
             world.embedder, index=world.feed.index,
             viewers=MemoryViewerDirectory({"alice": Viewer(
                 following=["bob", "erin"], muted={"erin"}, seen={"b4"}, engaged=["x1"])}),
@@ -206,8 +207,6 @@ async def test_feed_serve_refuses_other_machines_without_keys(tmp_path: Path) ->
 def test_unchecked_media_and_threats_are_blocked_by_the_safety_levels() -> None:
     """Fail closed in serving too: a post whose media could not be checked never reaches
     a strict viewer, and a threat reaches nobody but a viewer who turned safety off."""
-    from grebe.feed.settings import FeedSettings
-
     settings = FeedSettings()
     assert {"media_unchecked", "threat", "insult"} <= settings.blocked_labels("strict")
     assert "threat" in settings.blocked_labels("default")

@@ -41,7 +41,7 @@ async def test_interest_outranks_recency_and_each_post_is_explained(tmp_path: Pa
     thunder = ThunderStore(ThunderSettings())
     viewers = MemoryViewerDirectory({"vera": Viewer(
         user_id="vera", engaged=[r["id"] for r in engaged])})
-    feed = build_home_pipeline({}, store, thunder, embedder, viewers=viewers)
+    feed = build_home_pipeline(None, store, thunder, embedder, viewers=viewers)
     now = time.time()
     try:
         vectors = await embedder.embed([r["text"] for r in rows])

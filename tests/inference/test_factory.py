@@ -17,22 +17,22 @@ from grebe.inference.factory import (
     build_offensive_classifier,
     build_spam_head,
     build_transcriber,
-    parse_inference_config,
 )
 from grebe.inference.fakes import HashEmbedder
 from grebe.inference.minilm import MiniLMEmbedder
 from grebe.inference.openai_compat import FallbackChatModel, OpenAIChatModel, OpenAIEmbedder
+from grebe.inference.settings import InferenceConfig
 from grebe.inference.text import HateSonarClassifier, LanguageIdClassifier, ProfanityClassifier
 
 
 def test_defaults_are_local_models_and_no_chat() -> None:
-    config = parse_inference_config(load_config().inference)
+    config = load_config().inference
     assert isinstance(build_embedder(config), MiniLMEmbedder)
     assert build_chat_model(config) is None
 
 
 def test_shorthand_and_openai_backends() -> None:
-    config = parse_inference_config(
+    config = InferenceConfig.model_validate(
         {
             "embedder": {"backend": "openai", "base_url": "http://x/v1", "model": "e5", "dim": 8},
             "chat": {
@@ -50,7 +50,7 @@ def test_shorthand_and_openai_backends() -> None:
     chat = build_chat_model(config)
     assert isinstance(chat, FallbackChatModel) and chat.name == "fallback(big,small)"
     # the flows' shape: no backend key, base_url switches chat on
-    single = parse_inference_config(
+    single = InferenceConfig.model_validate(
         {
             "chat": {"base_url": "http://a/v1", "model": "m", "response_format": "json_object"},
             "minilm": {"intra_op_threads": 1},
@@ -62,12 +62,12 @@ def test_shorthand_and_openai_backends() -> None:
     assert isinstance(chat_model, OpenAIChatModel)
     assert chat_model.response_format == "json_object" and chat_model.max_tokens == 300
     assert chat_model.client.timeout_s == 60.0  # CHAT_TIMEOUT_S: slow CPU models
-    assert build_chat_model(parse_inference_config({"chat": {"backend": "none"}})) is None
+    assert build_chat_model(InferenceConfig.model_validate({"chat": {"backend": "none"}})) is None
 
 
 def test_builders_build_every_backend_without_loading(tmp_path) -> None:
     missing = tmp_path / "no-such-head.npz"
-    config = parse_inference_config(
+    config = InferenceConfig.model_validate(
         {"embedder": "hash", "transcriber": "none", "ocr": "none", "nsfw": "none",
          "language_id": False, "spam_head": {"path": str(missing)}}
     )
@@ -85,7 +85,7 @@ def test_builders_build_every_backend_without_loading(tmp_path) -> None:
 
 @pytest.mark.slow
 async def test_built_backends_start_and_stop() -> None:
-    config = parse_inference_config(
+    config = InferenceConfig.model_validate(
         {"embedder": "hash", "transcriber": "none", "ocr": "none", "nsfw": "none"})
     language = build_language_id(config)
     assert isinstance(language, LanguageIdClassifier)
@@ -118,4 +118,4 @@ async def test_built_backends_start_and_stop() -> None:
 )
 def test_invalid_sections_are_config_errors(section: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        parse_inference_config(section)
+        load_config(inference=section)

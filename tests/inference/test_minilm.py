@@ -87,11 +87,12 @@ async def test_embedder_service_batches_concurrent_callers() -> None:
 
 async def test_onnx_threads_do_not_busy_wait_unless_configured() -> None:
     # Spinning intra-op threads cost ~60% more CPU per text on shared cores.
-    from grebe.inference.factory import build_embedder, parse_inference_config
+    from grebe.inference.factory import build_embedder
     from grebe.inference.minilm import ORT_ALLOW_SPINNING
+    from grebe.inference.settings import InferenceConfig
 
     async def spinning(section: dict[str, object]) -> str:
-        embedder = build_embedder(parse_inference_config(section))
+        embedder = build_embedder(InferenceConfig.model_validate(section))
         assert isinstance(embedder, MiniLMEmbedder)
         await embedder.start()
         try:

@@ -20,11 +20,13 @@ from typing import Any
 
 import pytest
 
+from grebe.config import load_config
 from grebe.errors import CircuitOpenError, ConfigError, InferenceError
 from grebe.inference.breaker import BreakerState, CircuitBreaker
-from grebe.inference.factory import build_transcriber, parse_inference_config
+from grebe.inference.factory import build_transcriber
 from grebe.inference.openai_audio import OpenAITranscriber
 from grebe.inference.openai_compat import OpenAICompatClient
+from grebe.inference.settings import InferenceConfig
 from grebe.inference.whisper import packaged_tiny_en
 from grebe.media.asr import ASRProcessor
 from grebe.media.config import ASRConfig, FetchConfig, VideoConfig
@@ -204,14 +206,14 @@ async def test_malformed_answer_is_an_inference_error(server: TranscriptionServe
 
 
 def test_selected_in_config() -> None:
-    config = parse_inference_config({"transcriber": {
+    config = InferenceConfig.model_validate({"transcriber": {
         "backend": "openai", "base_url": "http://127.0.0.1:9/v1", "model": MODEL,
         "response_format": "json"}})
     built = build_transcriber(config)
     assert isinstance(built, OpenAITranscriber)
     assert built.client.model == MODEL and built.response_format == "json"
-    with pytest.raises(ConfigError, match="transcriber: backend openai needs base_url"):
-        parse_inference_config({"transcriber": {"backend": "openai", "model": MODEL}})
+    with pytest.raises(ConfigError, match=r"inference\.transcriber: backend openai needs base_url"):
+        load_config(inference={"transcriber": {"backend": "openai", "model": MODEL}})
 
 
 async def _local(host: str, port: int) -> list[IPAddress]:

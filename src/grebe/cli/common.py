@@ -84,10 +84,21 @@ def format_time(epoch: float) -> str:
 
 
 def serving_config(path: Path | None, section: str, **values: object) -> GrebeConfig:
-    """The config with `values` (those not None) set in its free-form `section`."""
+    """The config with `values` (those not None) set in its `section`, validated like
+    the file's own values (a bad --port is a config error naming `<section>.port`)."""
+    from pydantic import ValidationError
+
+    from grebe.settings_base import validation_problems
+
     settings = core_config(path)
     chosen = {k: v for k, v in values.items() if v is not None}
     if chosen:
-        setattr(settings, section, {**getattr(settings, section), **chosen})
+        current = getattr(settings, section)
+        try:
+            setattr(settings, section, type(current).model_validate(
+                {**current.model_dump(), **chosen}))
+        except ValidationError as exc:
+            console.print(f"[red]config error:[/red] {validation_problems(exc, section + '.')}")
+            raise typer.Exit(2) from exc
     return settings
 

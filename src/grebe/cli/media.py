@@ -33,15 +33,9 @@ def media_scan(
     import msgspec
     from rich.progress import Progress
 
-    from grebe.errors import ConfigError
-    from grebe.media.config import MediaConfig
     from grebe.media.scan import render, scan
 
-    try:
-        media = MediaConfig.from_section(core_config(config).media)
-    except ConfigError as exc:
-        console.print(f"[red]config error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+    media = core_config(config).media
     media.pipeline.asr, media.pipeline.nsfw, media.pipeline.ocr = asr, nsfw, ocr
     if frames is not None:
         media.video.frames = max(1, frames)

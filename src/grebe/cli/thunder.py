@@ -52,10 +52,9 @@ def thunder_publish(
     from grebe.brokers.factory import build_producer
     from grebe.ingest import read_lines
     from grebe.thunder.publish import publish_events
-    from grebe.thunder.settings import thunder_settings
 
     settings = core_config(config)
-    target = topic or thunder_settings(settings.thunder).topic
+    target = topic or settings.thunder.topic
     producer = build_producer(settings)
     if producer is None:
         console.print("[red]output.broker is none: nowhere to publish[/red]")

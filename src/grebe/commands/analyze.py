@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 from grebe.config import GrebeConfig
 from grebe.core.plan import PlanResult
@@ -54,12 +53,10 @@ async def analyze(config: GrebeConfig, text: str, *, images: list[str] | None = 
     payload, roots = build_payload(text, images=images or [], videos=videos or [],
                                    reply_to=reply_to, plans=[p.name for p in plans])
     if roots:  # the user named these files: let the fetcher read them, and only them
-        media_section: dict[str, Any] = dict(config.media)
-        fetch = dict(media_section.get("fetch", {}))
-        fetch["allow_files"] = True
-        fetch["file_roots"] = [*fetch.get("file_roots", []), *map(str, roots)]
-        media_section["fetch"] = fetch
-        config = config.model_copy(update={"media": media_section})
+        fetch = config.media.fetch.model_copy(update={
+            "allow_files": True, "file_roots": [*config.media.fetch.file_roots, *roots]})
+        media = config.media.model_copy(update={"fetch": fetch})
+        config = config.model_copy(update={"media": media})
     analyzer = Analyzer(config, media=bool(payload.post.media))
     await analyzer.start()
     try:

@@ -34,7 +34,7 @@ from grebe.feed.hydrators import AnnotationHydrator, AuthoredPosts, InterestHydr
 from grebe.feed.indexing import IndexingStore, backfill
 from grebe.feed.pipeline import CandidatePipeline, PipelineMetrics, PipelineResult, ScoreSelector
 from grebe.feed.scorers import AuthorDiversityScorer, WeightedScorer, contributions
-from grebe.feed.settings import FeedSettings, feed_settings
+from grebe.feed.settings import FeedSettings
 from grebe.feed.sources import InNetworkSource, SimilarPostsSource
 from grebe.feed.viewers import MemoryViewerDirectory, ViewerDirectory
 from grebe.inference.base import Embedder
@@ -138,7 +138,7 @@ class HomeFeed:
 
 
 def build_home_pipeline(
-    config: GrebeConfig | FeedSettings | dict[str, Any] | None,
+    config: GrebeConfig | FeedSettings | None,
     store: AnnotationStore,
     thunder_store: ThunderStore,
     embedder: Embedder | None,
@@ -155,8 +155,7 @@ def build_home_pipeline(
     `thunder` client (e.g. GrpcThunderClient) is given; out-of-network posts are looked
     up in it (so deleted and expired posts never surface). The ANN index dimension is
     the embedder's, or `dim` when there is no embedder."""
-    raw = config.feed if isinstance(config, GrebeConfig) else config
-    settings = feed_settings(raw)
+    settings = config.feed if isinstance(config, GrebeConfig) else config or FeedSettings()
     viewers = viewers if viewers is not None else MemoryViewerDirectory()
     if index is None:
         size = dim or (embedder.dim if embedder is not None else None)

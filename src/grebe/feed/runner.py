@@ -14,7 +14,6 @@ from pathlib import Path
 from grebe.config import GrebeConfig
 from grebe.errors import ConfigError
 from grebe.feed.home import HomeFeed, build_home_pipeline
-from grebe.feed.settings import feed_settings
 from grebe.feed.viewers import MemoryViewerDirectory
 from grebe.stores.factory import build_store
 from grebe.thunder.client import GrpcThunderClient
@@ -38,12 +37,11 @@ async def feed_from_config(
 ) -> AsyncIterator[HomeFeed]:
     from grebe.inference.minilm import MiniLMEmbedder
 
-    settings = feed_settings(config.feed)
+    settings = config.feed
     viewers = (MemoryViewerDirectory.from_file(viewers_file) if viewers_file
                else MemoryViewerDirectory())
     store = build_store(config)
-    minilm = (config.inference or {}).get("minilm") or {}
-    embedder = MiniLMEmbedder(model_dir=minilm.get("model_dir"))
+    embedder = MiniLMEmbedder(model_dir=config.inference.minilm.model_dir)
     await store.start()
     try:
         await embedder.start()
@@ -73,7 +71,7 @@ async def serve_http(config: GrebeConfig, viewers_file: Path | None = None) -> N
     from grebe.security.keys import KeyStore
     from grebe.security.server import require_keys_beyond_loopback, uvicorn_config
 
-    settings = feed_settings(config.feed)
+    settings = config.feed
     keys = KeyStore.from_config(config.auth)
     require_keys_beyond_loopback(settings.http_host, keys, "feed.http_host")
     async with feed_from_config(config, viewers_file) as feed:

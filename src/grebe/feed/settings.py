@@ -1,23 +1,23 @@
-"""Feed settings, validated from the free-form `feed:` section of the config."""
+"""Feed settings: the `feed:` section of the config (`GrebeConfig.feed`), validated with
+the rest of the config at load."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, ConfigDict, Field, model_validator
 
 from grebe import constants as C
-from grebe.config import validation_problems
 from grebe.errors import ConfigError
 from grebe.security.settings import HttpGuardSettings
+from grebe.settings_base import Section
 
 
-class ScoreWeights(BaseModel):
+class ScoreWeights(Section):
     """How much each signal (each in 0..1) adds to a post's score; see
     grebe.feed.scorers.WeightedScorer and docs/serving.md."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     #: Cosine similarity to the closest post the viewer engaged with (or authored, or a
     #: stated interest): the strongest signal, so interest beats mere recency.
@@ -28,8 +28,8 @@ class ScoreWeights(BaseModel):
     in_network: float = 0.3
 
 
-class FeedSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class FeedSettings(Section):
+    model_config = ConfigDict(frozen=True)
 
     max_results: int = Field(default=50, ge=1, le=1000)
     in_network_max: int = Field(default=400, ge=0)
@@ -89,6 +89,14 @@ class FeedSettings(BaseModel):
     #: Host/Origin allowlists and connection timeouts of feed-serve (docs/security.md).
     http: HttpGuardSettings = HttpGuardSettings()
 
+    @model_validator(mode="after")
+    def _default_level_exists(self) -> FeedSettings:
+        if self.default_safety_level not in self.safety_levels:
+            known = ", ".join(sorted(self.safety_levels))
+            raise ValueError(f"default_safety_level {self.default_safety_level!r} is not "
+                             f"one of safety_levels ({known})")
+        return self
+
     def blocked_labels(self, level: str | None) -> frozenset[str]:
         level = level or self.default_safety_level
         if level not in self.safety_levels:
@@ -97,15 +105,3 @@ class FeedSettings(BaseModel):
             )
         return frozenset(self.safety_levels[level])
 
-
-def feed_settings(raw: dict[str, Any] | FeedSettings | None) -> FeedSettings:
-    """Validate the `feed:` config section; ConfigError names every bad field."""
-    if isinstance(raw, FeedSettings):
-        return raw
-    try:
-        settings = FeedSettings(**(raw or {}))
-    except ValidationError as exc:
-        problems = validation_problems(exc, "feed.")
-        raise ConfigError(f"invalid feed configuration: {problems}") from exc
-    settings.blocked_labels(None)  # the default level must exist
-    return settings

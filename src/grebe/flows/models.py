@@ -25,7 +25,6 @@ from grebe.errors import InferenceError
 from grebe.flows.services import MediaFacts
 from grebe.inference.base import ChatModel, Embedder, Service, TextClassifier
 from grebe.inference.factory import (
-    InferenceConfig,
     build_chat_model,
     build_embedder,
     build_hate_classifier,
@@ -35,7 +34,6 @@ from grebe.inference.factory import (
     build_offensive_classifier,
     build_spam_head,
     build_transcriber,
-    parse_inference_config,
 )
 from grebe.inference.lazy import (
     LazyImageClassifier,
@@ -46,6 +44,7 @@ from grebe.inference.lazy import (
     LazyTranscriber,
     StartTogether,
 )
+from grebe.inference.settings import InferenceConfig
 from grebe.inference.text import HATE_SPEECH, OFFENSIVE_LANGUAGE
 from grebe.types import Post
 
@@ -170,7 +169,7 @@ def build_models(config: GrebeConfig, settings: FlowSettings) -> FlowModels:
     outside theirs (grebe.flows.language). With the trained heads on, the pre-heads
     text models are only fallbacks (grebe.flows.shared uses a head when it has one), so
     they are built lazily; the media models always are (text posts never call them)."""
-    cfg = parse_inference_config(config.inference)
+    cfg = config.inference
     heads = settings.heads and heads_available()
     models = FlowModels(
         embedder=build_embedder(cfg),
@@ -229,10 +228,9 @@ class PipelineHydrator:
 
 def build_media(config: GrebeConfig, models: FlowModels) -> MediaHydrator | None:
     from grebe.media.asr import ASRProcessor
-    from grebe.media.config import MediaConfig
     from grebe.media.pipeline import MediaPipeline
 
-    media_config = MediaConfig.from_section(config.media)
+    media_config = config.media
     asr = ASRProcessor(media_config.asr, media_config.video, transcriber=models.transcriber)
     pipeline = MediaPipeline(media_config, nsfw=models.nsfw, ocr=models.ocr, asr=asr)
     return PipelineHydrator(pipeline)

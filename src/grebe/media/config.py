@@ -1,22 +1,18 @@
-"""The `media:` section of the grebe config, validated here (the top-level config keeps it
-free-form so this package owns its knobs). Every default lives in this one file."""
+"""The `media:` section of the grebe config (`GrebeConfig.media` is `MediaConfig`, so
+it is validated with the rest at load). The package owns its knobs: every default lives
+in this one file."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
-from grebe.config import validation_problems
-from grebe.errors import ConfigError
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+from grebe.settings_base import Section
 
 
-class FetchConfig(_Section):
+class FetchConfig(Section):
     """Limits for fetching untrusted media URLs."""
 
     max_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
@@ -29,17 +25,15 @@ class FetchConfig(_Section):
     file_roots: list[Path] = Field(default_factory=list)
 
 
-class ImageConfig(_Section):
+class ImageConfig(Section):
     max_pixels: int = Field(default=40_000_000, ge=1)  # decompression-bomb guard (header check)
     # Bytes the decoded image holds (pixels x bytes per pixel as Pillow stores them), also
     # from the header: 40M pixels of RGBA would otherwise be 160 MB, and more in copies.
     max_decoded_bytes: int = Field(default=128 * 1024 * 1024, ge=1)
     view_max_side: int = Field(default=1024, ge=16)  # the decoded view models and OCR see
-    model_size: int = Field(default=224, ge=8)  # side of the square model input
-    max_tiles: int = Field(default=4, ge=1)
 
 
-class VideoConfig(_Section):
+class VideoConfig(Section):
     """Video decoding runs in a child process (address-space limit, timeouts) after the
     container's metadata passed the frame caps; see grebe.media.video_sandbox."""
 
@@ -61,7 +55,7 @@ class VideoConfig(_Section):
     max_audio_s: float = Field(default=600.0, gt=0)  # audio beyond this is not transcribed
 
 
-class ASRConfig(_Section):
+class ASRConfig(Section):
     workers: int = Field(default=1, ge=1)  # worker processes, one model each
     model_path: Path | None = None  # a CTranslate2 Whisper dir; default: packaged tiny.en
     compute_type: str = "int8"
@@ -81,12 +75,12 @@ class ASRConfig(_Section):
     reconnect_delay_max_s: int = Field(default=5, ge=0)  # ffmpeg's reconnect back-off
 
 
-class DedupConfig(_Section):
+class DedupConfig(Section):
     hash: Literal["phash", "dhash"] = "phash"
     max_distance: int = Field(default=10, ge=0, le=64)  # Hamming bits of a 64-bit hash
 
 
-class PipelineConfig(_Section):
+class PipelineConfig(Section):
     download_workers: int = Field(default=4, ge=1)
     decode_workers: int = Field(default=2, ge=1)
     classify_workers: int = Field(default=2, ge=1)
@@ -99,19 +93,10 @@ class PipelineConfig(_Section):
     max_items_per_post: int = Field(default=16, ge=1)
 
 
-class MediaConfig(_Section):
+class MediaConfig(Section):
     fetch: FetchConfig = FetchConfig()
     image: ImageConfig = ImageConfig()
     video: VideoConfig = VideoConfig()
     asr: ASRConfig = ASRConfig()
     dedup: DedupConfig = DedupConfig()
     pipeline: PipelineConfig = PipelineConfig()
-
-    @classmethod
-    def from_section(cls, raw: dict[str, Any] | None) -> MediaConfig:
-        """Validate the free-form `media:` section of GrebeConfig; ConfigError on bad input."""
-        try:
-            return cls.model_validate(raw or {})
-        except ValidationError as exc:
-            problems = validation_problems(exc, "media.")
-            raise ConfigError(f"invalid media configuration: {problems}") from exc

@@ -14,7 +14,8 @@ from rich.table import Table
 
 from grebe.errors import GrebeError
 from grebe.inference.base import OCR, ImageClassifier
-from grebe.inference.factory import build_nsfw, build_ocr, parse_inference_config
+from grebe.inference.factory import build_nsfw, build_ocr
+from grebe.inference.settings import InferenceConfig
 from grebe.media.asr import ASRProcessor
 from grebe.media.config import MediaConfig
 from grebe.media.pipeline import ItemReport, MediaPipeline
@@ -84,11 +85,11 @@ async def _started(services: dict[str, Any]) -> dict[str, Any]:
 
 
 def _load_nsfw() -> ImageClassifier | None:
-    return build_nsfw(parse_inference_config(None))
+    return build_nsfw(InferenceConfig())
 
 
 def _load_ocr() -> OCR | None:
-    return build_ocr(parse_inference_config(None))
+    return build_ocr(InferenceConfig())
 
 
 async def scan(

@@ -19,9 +19,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from grebe import constants as C
+from grebe.settings_base import Section
 
 Scope = Literal["api", "feed", "thunder", "debug"]
 #: A key made without naming scopes may call every surface, but not ask for debug output.
@@ -30,21 +31,19 @@ _KEY_ID = r"^[a-z0-9][a-z0-9-]{0,31}$"
 _SHA256_HEX = r"^[0-9a-f]{64}$"
 
 
-class ApiKey(BaseModel):
+class ApiKey(Section):
     """One configured key: its id, the sha256 of the whole key, and what it may do."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     id: str = Field(pattern=_KEY_ID)
     sha256: str = Field(pattern=_SHA256_HEX)
     scopes: tuple[Scope, ...] = DEFAULT_SCOPES
 
 
-class AuthConfig(BaseModel):
+class AuthConfig(Section):
     """The `auth:` config section: the keys every surface (serve, feed-serve, thunder)
     accepts. No keys: only loopback binds are allowed, and they are open."""
-
-    model_config = ConfigDict(extra="forbid")
 
     keys: list[ApiKey] = Field(default_factory=list)
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from grebe import constants as C
+from grebe.settings_base import Section
 
 
-class HttpGuardSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class HttpGuardSettings(Section):
+    model_config = ConfigDict(frozen=True)
 
     #: Host header names served besides localhost, 127.0.0.1, [::1] and the bound host.
     #: A name here is one a DNS-rebinding page cannot make a browser send; "*" serves any
@@ -32,11 +33,11 @@ class HttpGuardSettings(BaseModel):
     max_header_bytes: int = Field(default=C.DEFAULT_HTTP_MAX_HEADER_BYTES, ge=1024)
 
 
-class TlsSettings(BaseModel):
+class TlsSettings(Section):
     """TLS for a gRPC server: PEM files. Both cert and key turn it on; a client CA also
     requires every client to present a certificate it signed (mutual TLS)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     cert_file: Path | None = None
     key_file: Path | None = None

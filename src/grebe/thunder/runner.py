@@ -21,7 +21,7 @@ from grebe.thunder.graph import ViewerFileGraph
 from grebe.thunder.ingest import ThunderIngest
 from grebe.thunder.metrics import ThunderMetrics
 from grebe.thunder.service import ThunderServer
-from grebe.thunder.settings import ThunderSettings, thunder_settings
+from grebe.thunder.settings import ThunderSettings
 from grebe.thunder.store import ThunderStore
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ def thunder_source(config: GrebeConfig, settings: ThunderSettings, group: str) -
 
 async def replay_store(config: GrebeConfig, timeout_s: float = 300.0) -> ThunderStore:
     """A store filled from the stream's retained history, without consuming it."""
-    settings = thunder_settings(config.thunder)
+    settings = config.thunder
     store = ThunderStore(settings)
     ingest = ThunderIngest(
         thunder_source(config, settings, f"{settings.group}-replay"), store, settings,
@@ -50,7 +50,7 @@ async def replay_store(config: GrebeConfig, timeout_s: float = 300.0) -> Thunder
 
 async def serve(config: GrebeConfig, stop: asyncio.Event | None = None) -> None:
     """Ingest and serve until `stop` is set (or SIGINT/SIGTERM)."""
-    settings = thunder_settings(config.thunder)
+    settings = config.thunder
     keys = KeyStore.from_config(config.auth)
     require_keys_beyond_loopback(settings.host, keys, "thunder.host")
     stop = stop or asyncio.Event()

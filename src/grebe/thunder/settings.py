@@ -1,4 +1,5 @@
-"""Thunder's settings, validated from the free-form `thunder:` section of the config.
+"""Thunder's settings: the `thunder:` section of the config (`GrebeConfig.thunder`),
+validated with the rest of the config at load.
 
 Every default lives here (arq-style), so the store, the ingest loop and the gRPC service
 read one object instead of scattering numbers.
@@ -6,20 +7,19 @@ read one object instead of scattering numbers.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field
 
 from grebe import constants as C
-from grebe.config import validation_problems
-from grebe.errors import ConfigError
 from grebe.security.settings import TlsSettings
+from grebe.settings_base import Section
 
 TWO_DAYS_S = 2 * 24 * 3600.0
 
 
-class ThunderSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class ThunderSettings(Section):
+    model_config = ConfigDict(frozen=True)
 
     # --- store ---
     retention_s: float = Field(default=TWO_DAYS_S, gt=0)
@@ -86,14 +86,3 @@ class ThunderSettings(BaseModel):
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     #: Server certificate and key (and a client CA for mutual TLS); off by default.
     tls: TlsSettings = TlsSettings()
-
-
-def thunder_settings(raw: dict[str, Any] | ThunderSettings | None) -> ThunderSettings:
-    """Validate the `thunder:` config section; ConfigError names every bad field."""
-    if isinstance(raw, ThunderSettings):
-        return raw
-    try:
-        return ThunderSettings(**(raw or {}))
-    except ValidationError as exc:
-        problems = validation_problems(exc, "thunder.")
-        raise ConfigError(f"invalid thunder configuration: {problems}") from exc
