@@ -10,7 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from grebe import cli
+from grebe.cli.common import serving_config
 from grebe.cli import app
 
 runner = CliRunner()
@@ -65,8 +65,8 @@ def test_command_options_override_the_typed_section_and_keep_the_file(tmp_path: 
     config = tmp_path / "grebe.yaml"
     config.write_text(yaml.safe_dump({"thunder": {"group": "from-file", "port": 6000},
                                       "feed": {"weights": {"similarity": 2}}}))
-    thunder = cli._serving_config(config, "thunder", port=6001, metrics_port=None)
+    thunder = serving_config(config, "thunder", port=6001, metrics_port=None)
     assert (thunder.thunder.port, thunder.thunder.group) == (6001, "from-file")
     assert thunder.thunder.metrics_port is None
-    feed = cli._serving_config(config, "feed", http_port=9000)
+    feed = serving_config(config, "feed", http_port=9000)
     assert feed.feed.http_port == 9000 and feed.feed.weights.interest == 2.0
