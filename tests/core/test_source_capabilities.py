@@ -1,0 +1,27 @@
+"""Optional Source capabilities are protocols the built-in sources are checked against,
+so callers use isinstance and a new broker sees what it may implement."""
+
+from grebe.brokers.kafka import KafkaSource
+from grebe.brokers.local import LocalSource
+from grebe.brokers.memory import MemorySource
+from grebe.brokers.rabbitmq import RabbitSource
+from grebe.core.source import (
+    CommitsOffsets,
+    Drains,
+    ReportsLag,
+    Source,
+    can_report_caught_up,
+)
+
+
+def test_built_in_sources_declare_their_capabilities_by_shape() -> None:
+    assert issubclass(LocalSource, CommitsOffsets) and issubclass(LocalSource, ReportsLag)
+    assert issubclass(KafkaSource, CommitsOffsets) and issubclass(KafkaSource, ReportsLag)
+    assert issubclass(RabbitSource, Drains) and issubclass(RabbitSource, ReportsLag)
+    assert not issubclass(RabbitSource, CommitsOffsets)
+
+
+def test_a_source_without_offsets_or_drain_cannot_report_caught_up() -> None:
+    memory = MemorySource("s")
+    assert isinstance(memory, Source) and isinstance(memory, ReportsLag)
+    assert not can_report_caught_up(memory)
