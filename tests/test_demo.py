@@ -5,8 +5,8 @@ own arithmetic (annotated + skipped + dead == ingested holds by construction, si
 import json
 from typing import Any
 
+from grebe.commands.dlq import list_dead_letters
 from grebe.demo import demo_config, run_demo, sample_path
-from grebe.dlq import list_dead_letters
 from grebe.flows.basic import PRODUCER
 from grebe.stores.sqlite import SqliteStore
 

@@ -8,9 +8,9 @@ import pytest
 
 from grebe.brokers.factory import local_log
 from grebe.brokers.local import LocalProducer
+from grebe.commands.ingest import IngestInterrupted, ingest, message_key
 from grebe.config import load_config
 from grebe.errors import BrokerError
-from grebe.ingest import IngestInterrupted, ingest, message_key
 
 
 async def test_bad_lines_are_reported_and_the_rest_go_in(tmp_path):

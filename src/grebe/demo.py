@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from grebe import constants as C
-from grebe.brokers.factory import local_dead_letter_count, local_log
-from grebe.brokers.local import LocalProducer
+from grebe.brokers.factory import build_ingest_producer, local_dead_letter_count
+from grebe.commands.ingest import IngestReport, ingest, read_lines
 from grebe.config import GrebeConfig, load_config
 from grebe.core.supervisor import Runtime
-from grebe.ingest import IngestReport, ingest, read_lines
 from grebe.stores.sqlite import SqliteStore
 
 DEMO_STREAM = "posts"
@@ -67,7 +66,7 @@ async def run_demo(
     config = demo_config(data_dir, **overrides)
     stream = config.streams[0]
 
-    producer = LocalProducer(local_log(config))
+    producer = build_ingest_producer(config, stream.topic)
     await producer.start()
     try:
         lines = list(read_lines(sample or sample_path()))

@@ -424,6 +424,11 @@ class LocalProducer:
     async def publish_many(self, topic: str, records: Sequence[Record]) -> None:
         await self._writer.submit([(topic, key, value) for key, value in records])
 
+    async def append_at(self, topic: str, records: Sequence[Record]
+                        ) -> list[tuple[int, int]]:
+        """Append in one transaction of its own; (partition, offset) of each record."""
+        return await self._log.append(topic, list(records))
+
     async def _flush(self, items: list[tuple[str, bytes | None, bytes]]) -> None:
         by_topic: dict[str, list[Record]] = {}
         for topic, key, value in items:

@@ -154,19 +154,18 @@ class DemoSummary:
 
 
 async def _ingest(config: GrebeConfig, demo: list[DemoPost]) -> None:
-    from grebe.brokers.factory import local_log
-    from grebe.brokers.local import LocalProducer
+    from grebe.brokers.factory import build_ingest_producer
 
     by_topic: dict[str, list[tuple[bytes | None, bytes]]] = defaultdict(list)
     for item in demo:
         by_topic[item.topic].append((item.post.id.encode(), codec.encode(item.envelope)))
-    producer = LocalProducer(local_log(config))
-    await producer.start()
-    try:
-        for topic, records in by_topic.items():
+    for topic, records in by_topic.items():
+        producer = build_ingest_producer(config, topic)  # its stream's broker
+        await producer.start()
+        try:
             await producer.publish_many(topic, records)
-    finally:
-        await producer.stop()
+        finally:
+            await producer.stop()
 
 
 async def _committed(log: Any, config: GrebeConfig) -> int:

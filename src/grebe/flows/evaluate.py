@@ -246,12 +246,11 @@ async def run_flows(config: GrebeConfig, examples: list[Example]) -> tuple[
     number of dead letters."""
     import asyncio
 
-    from grebe.brokers.factory import local_dead_letter_count, local_log
-    from grebe.brokers.local import LocalProducer
+    from grebe.brokers.factory import build_ingest_producer, local_dead_letter_count
     from grebe.core.supervisor import Runtime
     from grebe.stores.sqlite import iter_all
 
-    producer = LocalProducer(local_log(config))
+    producer = build_ingest_producer(config, EVAL_TOPIC)
     await producer.start()
     try:
         await producer.publish_many(EVAL_TOPIC, [
