@@ -111,7 +111,7 @@ class FailingProducer:
 
 
 async def test_an_interrupted_ingest_says_where_to_resume_and_resume_appends_the_rest(tmp_path):
-    from grebe import ingest as ingest_module
+    from grebe.commands import ingest as ingest_module
 
     path = _file(tmp_path, [_good(i) for i in range(ingest_module.INGEST_BATCH + 10)])
     producer = FailingProducer()
