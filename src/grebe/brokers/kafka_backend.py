@@ -84,7 +84,7 @@ def _source(stream: StreamConfig, config: GrebeConfig) -> Source:
 def _producer(config: GrebeConfig, topic: str, role: ProducerRole) -> Producer:
     """An input topic must exist (unless `kafka.create_missing_topics`); the output
     topic is created when missing."""
-    from grebe.brokers.kafka import KafkaProducer
+    from grebe.brokers.kafka_producer import KafkaProducer
 
     if role is ProducerRole.INPUT:
         return KafkaProducer(_settings(config), inputs=[topic])
