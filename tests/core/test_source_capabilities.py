@@ -22,6 +22,15 @@ def test_built_in_sources_declare_their_capabilities_by_shape() -> None:
 
 
 def test_a_source_without_offsets_or_drain_cannot_report_caught_up() -> None:
+    class Bare:
+        name, handles_retry = "bare", False
+
+        async def start(self) -> None: ...
+        async def stop(self) -> None: ...
+        async def poll(self, max_messages: int, timeout: float) -> list: ...  # noqa: ASYNC109
+        async def ack(self, message, outcome, *, reason=None, dead_letter=None) -> None: ...
+
+    assert isinstance(Bare(), Source) and not isinstance(Bare(), ReportsLag)
+    assert not can_report_caught_up(Bare())
     memory = MemorySource("s")
-    assert isinstance(memory, Source) and isinstance(memory, ReportsLag)
-    assert not can_report_caught_up(memory)
+    assert isinstance(memory, ReportsLag) and can_report_caught_up(memory)
