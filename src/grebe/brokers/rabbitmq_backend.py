@@ -43,11 +43,11 @@ def _source(stream: StreamConfig, config: GrebeConfig) -> Source:
 
 
 def _producer(config: GrebeConfig, topic: str, role: ProducerRole) -> Producer:
-    """Declares the queue before its first publish; each message gets the priority of
-    its poster's tier."""
+    """Declares the queue at start (a queue declared with other arguments fails there);
+    each message gets the priority of its poster's tier."""
     from grebe.brokers.rabbitmq_producer import RabbitProducer
 
-    return RabbitProducer(_settings(config))
+    return RabbitProducer(_settings(config), queues=[topic])
 
 
 def _dead_letters(config: GrebeConfig) -> DeadLetterAccess:
