@@ -97,7 +97,7 @@ def test_a_stream_on_a_new_broker_module_flows_end_to_end(
                      "eligibilities": ["basic"]}],
         "output": {"broker": "none"},
         "brokers": {"toy": {"greeting": "hi"}},  # its own settings section, validated
-        "engine": {"processes": 0},
+        "engine": {"processes": 1},  # the engine process re-validates the config: finds it too
         "metrics": {"enabled": False},
     }
     config_file = tmp_path / "grebe.yaml"
