@@ -124,6 +124,11 @@ def test_a_stream_on_a_new_broker_module_flows_end_to_end(
     assert "replayed 1 dead letters" in replayed.output
     assert toy.TOPICS[topic][-1] == toy.TOPICS[topic][5]  # back on its stream's topic
 
+    ran = cli.invoke(app, ["run", "--exit-when-done", "--config", str(config_file)])
+    assert ran.exit_code == 0, ran.output
+    dead = toy.TOPICS[config.dispatcher.dead_letter_topic]
+    assert len(dead) == 2 and dead[1] != dead[0]  # the replayed post, still bad, died again
+
 
 def test_a_module_dropped_into_the_package_is_a_known_broker(
     toy_in_package: None, tmp_path: Path
