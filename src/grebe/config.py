@@ -23,7 +23,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from grebe import constants as C
 from grebe.brokers import registry as broker_registry
-from grebe.brokers.kafka_backend import KafkaConfig, KafkaTopicConfig
+from grebe.brokers.kafka_backend import KafkaConfig
 from grebe.brokers.local_backend import LocalBrokerConfig
 from grebe.brokers.rabbitmq_backend import RabbitMQConfig
 from grebe.errors import ConfigError
@@ -53,9 +53,6 @@ def output_broker(name: str) -> str:
         raise ValueError(f"broker {name!r} cannot carry output (use one of: "
                          f"{', '.join([*carriers, C.NO_OUTPUT_BROKER])})")
     return name
-
-
-__all__ = ["KafkaConfig", "KafkaTopicConfig", "LocalBrokerConfig", "RabbitMQConfig"]
 
 
 class StreamConfig(Section):
