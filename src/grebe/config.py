@@ -222,6 +222,14 @@ class GrebeConfig(BaseSettings):
             raise ValueError(f"stream names must be unique; repeated: {', '.join(duplicates)}")
         return self
 
+    @model_validator(mode="after")
+    def _broker_sections_once(self) -> GrebeConfig:
+        # A broker with a top-level section (`kafka:`) would silently ignore `brokers.kafka`.
+        if twice := sorted(set(self.brokers) & set(type(self).model_fields)):
+            raise ValueError(f"brokers: {', '.join(twice)} take their top-level section "
+                             f"({', '.join(n + ':' for n in twice)}), not one under brokers:")
+        return self
+
     @property
     def log_path(self) -> Path:
         return self.local.path or self.data_dir / C.DEFAULT_LOG_DB

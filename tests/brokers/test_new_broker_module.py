@@ -154,3 +154,8 @@ def test_a_bad_key_in_a_new_brokers_section_is_named(toy_entry_point: Path) -> N
         load_config(brokers={"toy": {"greting": "hi"}})
     with pytest.raises(ConfigError, match=r"brokers.*'nope' is not a known broker"):
         load_config(brokers={"nope": {}})
+
+
+def test_a_built_in_brokers_section_under_brokers_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"brokers: kafka take their top-level section"):
+        load_config(data_dir=tmp_path, brokers={"kafka": {"partitions": 3}})
