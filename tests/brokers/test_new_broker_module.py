@@ -159,3 +159,16 @@ def test_a_bad_key_in_a_new_brokers_section_is_named(toy_entry_point: Path) -> N
 def test_a_built_in_brokers_section_under_brokers_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"brokers: kafka take their top-level section"):
         load_config(data_dir=tmp_path, brokers={"kafka": {"partitions": 3}})
+
+
+def test_finding_the_brokers_imports_no_broker_client() -> None:
+    """Every config load asks the registry; it imports only the `*_backend` modules, so
+    a laptop run never pays for importing aiokafka or aio_pika."""
+    import subprocess
+
+    script = ("import sys; from grebe.config import load_config; from grebe.brokers import "
+              "registry; load_config(); registry.names(); "
+              "print(sorted(m for m in ('aiokafka', 'aio_pika') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
