@@ -172,3 +172,13 @@ def test_finding_the_brokers_imports_no_broker_client() -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_broken_broker_entry_point_fails_the_load_naming_it(
+    toy_entry_point: Path,
+) -> None:
+    dist = toy_entry_point / "toy_broker-1.0.dist-info"
+    (dist / "entry_points.txt").write_text("[grebe.brokers]\ntoy = toy_brokr:BACKEND\n")
+    registry.refresh()
+    with pytest.raises(ConfigError, match=r"entry point toy = toy_brokr:BACKEND.*cannot load"):
+        load_config(streams=[{"name": "s", "broker": "local"}])

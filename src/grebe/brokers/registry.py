@@ -50,7 +50,12 @@ def backends() -> dict[str, BrokerBackend]:
             name = f"{grebe.brokers.__name__}.{module.name}"
             _add(found, getattr(importlib.import_module(name), BACKEND_ATTRIBUTE, None), name)
     for point in entry_points(group=ENTRY_POINT_GROUP):
-        _add(found, point.load(), f"entry point {point.value}")
+        where = f"entry point {point.name} = {point.value} ({ENTRY_POINT_GROUP})"
+        try:
+            loaded = point.load()
+        except Exception as exc:  # a broken plugin fails every load, naming itself
+            raise ConfigError(f"{where}: cannot load: {type(exc).__name__}: {exc}") from exc
+        _add(found, loaded, where)
     return found
 
 
