@@ -10,8 +10,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from grebe.cli.common import serving_config
 from grebe.cli import app
+from grebe.cli.common import serving_config
 
 runner = CliRunner()
 

@@ -20,9 +20,9 @@ from tests.core.test_dispatcher import Running, ScriptedExecutor, config, post_b
 
 from grebe import codec
 from grebe.brokers.memory import MemorySource
+from grebe.commands.ingest import check
 from grebe.core.dispatcher import Dispatcher
 from grebe.errors import DecodeError
-from grebe.ingest import check
 from grebe.types import TaskPayload, UserContext
 
 # JSON values with the edges that broke grebe before: integers past 64 bits, deep

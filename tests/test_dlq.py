@@ -1,7 +1,7 @@
 from grebe.brokers.factory import local_log
 from grebe.codec import encode
+from grebe.commands.dlq import list_dead_letters, replay
 from grebe.config import load_config
-from grebe.dlq import list_dead_letters, replay
 from grebe.types import DeadLetter
 
 

@@ -17,8 +17,8 @@ from grebe.brokers.factory import local_log
 from grebe.brokers.kafka import KafkaProducer, create_topic, delete_topic, topic_partitions
 from grebe.cli import app
 from grebe.codec import encode
+from grebe.commands.dlq import list_dead_letters, replay
 from grebe.config import GrebeConfig, StreamConfig, load_config
-from grebe.dlq import list_dead_letters, replay
 from grebe.errors import BrokerError
 from grebe.types import DeadLetter, Envelope, Post, User
 

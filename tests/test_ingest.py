@@ -8,9 +8,9 @@ import pytest
 
 from grebe.brokers.factory import local_log
 from grebe.brokers.local import LocalProducer
+from grebe.commands.ingest import IngestInterrupted, ingest, message_key
 from grebe.config import load_config
 from grebe.errors import BrokerError
-from grebe.ingest import IngestInterrupted, ingest, message_key
 
 
 async def test_bad_lines_are_reported_and_the_rest_go_in(tmp_path):
@@ -111,7 +111,7 @@ class FailingProducer:
 
 
 async def test_an_interrupted_ingest_says_where_to_resume_and_resume_appends_the_rest(tmp_path):
-    from grebe import ingest as ingest_module
+    from grebe.commands import ingest as ingest_module
 
     path = _file(tmp_path, [_good(i) for i in range(ingest_module.INGEST_BATCH + 10)])
     producer = FailingProducer()

@@ -22,13 +22,16 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     Field,
-    SecretStr,
     ValidationError,
     model_validator,
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from grebe import constants as C
+from grebe.brokers import registry as broker_registry
+from grebe.brokers.kafka_backend import KafkaConfig
+from grebe.brokers.local_backend import LocalBrokerConfig
+from grebe.brokers.rabbitmq_backend import RabbitMQConfig
 from grebe.errors import ConfigError
 from grebe.feed.settings import FeedSettings
 from grebe.flows.section import checked_plans
@@ -43,11 +46,30 @@ from grebe.thunder.settings import ThunderSettings
 __all__ = ["GrebeConfig", "Section", "load_config", "validation_problems"]
 
 
+def known_broker(name: str) -> str:
+    """A broker name checked against the registry (`grebe.brokers.registry`), so a new
+    broker module is accepted with no edit here and a typo lists the known ones."""
+    if name not in broker_registry.backends():
+        raise ValueError(f"unknown broker {name!r} (known: {', '.join(broker_registry.names())})")
+    return name
+
+
+def output_broker(name: str) -> str:
+    """`none`, or a known broker that can carry output (not a queue broker)."""
+    if name == C.NO_OUTPUT_BROKER:
+        return name
+    if not broker_registry.backend(known_broker(name)).carries_output:
+        carriers = [n for n, b in broker_registry.backends().items() if b.carries_output]
+        raise ValueError(f"broker {name!r} cannot carry output (use one of: "
+                         f"{', '.join([*carriers, C.NO_OUTPUT_BROKER])})")
+    return name
+
+
 class StreamConfig(Section):
     """One input stream: where it comes from and which plans its posts are eligible for."""
 
     name: str
-    broker: Literal["local", "kafka", "rabbitmq"] = "local"
+    broker: Annotated[str, AfterValidator(known_broker)] = C.DEFAULT_BROKER
     topic: str = C.DEFAULT_INPUT_TOPIC
     eligibilities: list[str] = Field(default_factory=list)
     weight: float = Field(default=1.0, gt=0)
@@ -71,75 +93,6 @@ class EngineConfig(Section):
     concurrency: int = Field(default=C.DEFAULT_ENGINE_CONCURRENCY, ge=1)
     task_timeout_s: float = Field(default=C.DEFAULT_TASK_TIMEOUT_S, gt=0)
     drain_window_s: float = Field(default=C.DEFAULT_DRAIN_WINDOW_S, ge=0)
-
-
-class LocalBrokerConfig(Section):
-    """The embedded SQLite log. WAL with synchronous=NORMAL survives kill -9 (a commit is
-    in the WAL, i.e. in the OS, before it returns); FULL also fsyncs every commit, which
-    only matters for power loss or a kernel crash."""
-
-    path: Path | None = None  # default: <data_dir>/log.db
-    partitions: int = Field(default=C.DEFAULT_LOCAL_PARTITIONS, ge=1, le=255)
-    synchronous: Literal["NORMAL", "FULL"] = C.DEFAULT_LOCAL_SYNCHRONOUS
-    commit_interval_s: float = Field(default=C.DEFAULT_COMMIT_INTERVAL_S, ge=0)
-    # Retention (brokers/local_retention.py): never past a consumer group's uncommitted
-    # offset; None turns a limit off. Dead letters are exempt unless listed otherwise.
-    retention_s: float | None = Field(default=C.DEFAULT_LOCAL_RETENTION_S, gt=0)
-    retention_bytes: int | None = Field(default=None, gt=0)  # per partition
-    retention_interval_s: float = Field(default=C.DEFAULT_LOCAL_RETENTION_INTERVAL_S, gt=0)
-    retention_exempt: list[str] | None = None  # default: the dead-letter topic
-
-
-class KafkaTopicConfig(Section):
-    """One topic's declared shape; unset fields take the `kafka.*` defaults."""
-
-    partitions: int | None = Field(default=None, ge=1)
-    replication_factor: int | None = Field(default=None, ge=1)
-
-
-class KafkaConfig(Section):
-    bootstrap_servers: str = "127.0.0.1:9092"
-    # Topics grebe uses (stream inputs, output, dead letters) are declared, not left to
-    # broker auto-create: created or checked at start and by `grebe topics`.
-    partitions: int = Field(default=C.DEFAULT_KAFKA_PARTITIONS, ge=1)
-    replication_factor: int = Field(default=C.DEFAULT_KAFKA_REPLICATION_FACTOR, ge=1)
-    topics: dict[str, KafkaTopicConfig] = Field(default_factory=dict)  # per-topic shape
-    # A missing *input* topic is an error at start (a typo would otherwise read nothing
-    # and exit "done"); true creates it like the output and dead-letter topics.
-    create_missing_topics: bool = False
-    client_id: str = "grebe"
-    fetch_max_records: int = Field(default=500, ge=1)
-    session_timeout_ms: int = Field(default=30_000, ge=1000)
-    revoke_grace_s: float = Field(default=5.0, ge=0)
-    # Finished offsets are committed in batches, at most this long after the first ack.
-    commit_interval_s: float = Field(default=C.DEFAULT_KAFKA_COMMIT_INTERVAL_S, ge=0)
-    max_poll_interval_ms: int = Field(default=300_000, ge=1000)
-    # Security, applied to every Kafka client grebe builds (brokers/kafka_security.py).
-    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
-    sasl_username: str | None = None
-    # SecretStr: shown as ********** in reprs, dumps and validation errors; set it from
-    # the environment (GREBE_KAFKA__SASL_PASSWORD) rather than the file.
-    sasl_password: SecretStr | None = None
-    ssl_cafile: Path | None = None  # CA bundle (PEM) to verify the brokers; None: system CAs
-    ssl_certfile: Path | None = None  # client certificate (PEM) for mTLS
-    ssl_keyfile: Path | None = None  # its private key (PEM), if not inside ssl_certfile
-    ssl_key_password: SecretStr | None = None  # of an encrypted ssl_keyfile
-    ssl_check_hostname: bool = True
-
-    @model_validator(mode="after")
-    def _security_consistent(self) -> KafkaConfig:
-        from grebe.brokers.kafka_security import security_problems
-
-        if problems := security_problems(self):
-            raise ValueError("; ".join(problems))
-        return self
-
-
-class RabbitMQConfig(Section):
-    url: str = "amqp://guest:guest@127.0.0.1:5672/"
-    prefetch: int = Field(default=2, ge=1)
-    max_priority: int = Field(default=3, ge=0, le=255)
 
 
 class RedisConfig(Section):
@@ -191,7 +144,7 @@ class HydrationConfig(Section):
 class OutputConfig(Section):
     """Where results are published besides the annotation store."""
 
-    broker: Literal["local", "kafka", "none"] = "local"
+    broker: Annotated[str, AfterValidator(output_broker)] = C.DEFAULT_BROKER
     topic: str = C.DEFAULT_OUTPUT_TOPIC
 
 
@@ -261,6 +214,10 @@ class GrebeConfig(BaseSettings):
     tracing: TracingConfig = TracingConfig()
     api: ApiConfig = ApiConfig()
     auth: AuthConfig = AuthConfig()  # API keys for serve, feed-serve, thunder
+    # Sections of brokers without a top-level one (a new broker module's settings),
+    # by broker name, each validated by that broker's settings model.
+    brokers: Annotated[dict[str, Any], AfterValidator(broker_registry.validate_sections)] = (
+        Field(default_factory=dict))
     plans: Annotated[dict[str, Any], AfterValidator(checked_plans)] = Field(default_factory=dict)
     # Each package's own section model (default_factory: a fresh object per config, so
     # a command adjusting its copy, as `grebe media scan` does, changes no other).
@@ -275,6 +232,14 @@ class GrebeConfig(BaseSettings):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"stream names must be unique; repeated: {', '.join(duplicates)}")
+        return self
+
+    @model_validator(mode="after")
+    def _broker_sections_once(self) -> GrebeConfig:
+        # A broker with a top-level section (`kafka:`) would silently ignore `brokers.kafka`.
+        if twice := sorted(set(self.brokers) & set(type(self).model_fields)):
+            raise ValueError(f"brokers: {', '.join(twice)} take their top-level section "
+                             f"({', '.join(n + ':' for n in twice)}), not one under brokers:")
         return self
 
     @property

@@ -9,6 +9,11 @@ DEFAULT_DATA_DIR = Path("var")
 DEFAULT_LOG_DB = "log.db"
 DEFAULT_STORE_DB = "annotations.db"
 
+# Brokers (grebe.brokers.registry): the default of streams and output, and the
+# `output.broker` value that publishes no output.
+DEFAULT_BROKER = "local"
+NO_OUTPUT_BROKER = "none"
+
 # Topics of the embedded and Kafka brokers.
 DEFAULT_INPUT_TOPIC = "posts"
 DEFAULT_OUTPUT_TOPIC = "annotations"

@@ -140,3 +140,43 @@ def test_grebe_topics_on_rabbitmq_names_missing_and_mismatched_queues(
     assert "x-max-priority=3, but grebe declares x-max-priority=7" in result.output
     result = runner.invoke(app, ["topics", "create", "-c", str(other)])
     assert result.exit_code == 1 and "set rabbitmq.max_priority: 3 to match" in result.output
+
+
+async def test_the_api_intake_on_rabbitmq_declares_at_start_and_publishes_by_tier(
+    rabbit_url: str, queue: str, tmp_path: Path
+) -> None:
+    from grebe.api.intake import build_intake, parse_posts
+    from grebe.config import load_config
+
+    config = load_config(data_dir=tmp_path, rabbitmq={"url": rabbit_url},
+                         streams=[{"name": "rq", "broker": "rabbitmq", "topic": queue}])
+    intake = build_intake(config)  # through the rabbitmq backend's producer
+    await intake.start()
+    try:
+        body = json.dumps([
+            {"post": {"id": "low", "author_id": "a", "text": "x"}},
+            {"post": {"id": "high", "author_id": "b", "text": "y"},
+             "user": {"id": "b", "tier": "paid"}},
+        ]).encode()
+        assert await intake.append(parse_posts(body, max_batch=10)) == [None, None]
+    finally:
+        await intake.stop()
+    connection = await aio_pika.connect(rabbit_url)
+    async with connection:
+        channel = await connection.channel()
+        q = await channel.declare_queue(queue, passive=True)
+        first = await q.get(no_ack=True)
+        assert first is not None and first.message_id == "high" and first.priority
+
+
+async def test_the_api_intake_on_a_mismatched_queue_fails_at_start(
+    rabbit_url: str, queue: str, tmp_path: Path
+) -> None:
+    from grebe.api.intake import build_intake
+    from grebe.config import load_config
+
+    await _declare(rabbit_url, queue, {"x-max-priority": 5})
+    config = load_config(data_dir=tmp_path, rabbitmq={"url": rabbit_url},
+                         streams=[{"name": "rq", "broker": "rabbitmq", "topic": queue}])
+    with pytest.raises(ConfigError, match=r"set rabbitmq\.max_priority: 5 to match"):
+        await build_intake(config).start()

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from grebe.commands.demo import basic_config, run_basic_demo, sample_path
-from grebe.dlq import list_dead_letters
+from grebe.commands.dlq import list_dead_letters
 from grebe.flows.basic import PRODUCER
 from grebe.stores.sqlite import SqliteStore
 

@@ -20,7 +20,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from grebe import constants as C
 from grebe.api.app import build_app
-from grebe.api.intake import KafkaIntake
+from grebe.api.intake import BrokerIntake
 from grebe.api.service import ApiService
 from grebe.brokers.kafka import KafkaSource, create_topic, delete_topic
 from grebe.config import load_config
@@ -107,7 +107,8 @@ def post(i: int, text: str = "hello world") -> dict:
 
 async def test_posted_posts_reach_kafka_and_are_annotated(api: Api) -> None:
     # Both ends on Kafka: nothing here falls back to the local log.
-    assert isinstance(api.service.intake, KafkaIntake)
+    assert isinstance(api.service.intake, BrokerIntake)
+    assert type(api.service.intake._producer).__name__ == "KafkaProducer"
     assert [type(s) for s in api.service.runtime.sources] == [KafkaSource]
     one = await api.client.post("/v1/posts", json={"post": post(0, "LOOK AT THIS RIGHT NOW")})
     assert one.status_code == 202, one.text

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from grebe.brokers.backend import AppendsAtPositions
 from grebe.codec import decode_envelope
 from grebe.config import GrebeConfig, StreamConfig
 from grebe.errors import ConfigError, DecodeError
@@ -101,35 +102,16 @@ def payload_id(stream: str, partition: int, offset: int) -> str:
     return f"{stream}:{partition}:{offset}"
 
 
-class LocalIntake:
-    """Appends to the local log in one transaction; the log says where each post landed,
-    so the caller learns its payload id (and can find it in dead letters)."""
+class BrokerIntake:
+    """Appends through the producer of the stream's broker (its backend's, as `grebe
+    ingest` does). A producer that says where records landed (the local log) gives the
+    caller each post's payload id; elsewhere it is None."""
 
     def __init__(self, stream: StreamConfig, config: GrebeConfig) -> None:
-        from grebe.brokers.factory import local_log
+        from grebe.brokers.factory import build_ingest_producer
 
         self.stream = stream
-        self._log = local_log(config)
-
-    async def start(self) -> None:
-        await self._log.open()
-
-    async def stop(self) -> None:
-        await self._log.close()
-
-    async def append(self, posts: list[Submitted]) -> list[str | None]:
-        positions = await self._log.append(self.stream.topic, [(p.key, p.raw) for p in posts])
-        return [payload_id(self.stream.name, part, offset) for part, offset in positions]
-
-
-class KafkaIntake:
-    """Publishes to the stream's Kafka topic (acks from every in-sync replica)."""
-
-    def __init__(self, stream: StreamConfig, config: GrebeConfig) -> None:
-        from grebe.brokers.kafka import KafkaProducer
-
-        self.stream = stream
-        self._producer = KafkaProducer(config.kafka, inputs=[stream.topic])  # must exist
+        self._producer = build_ingest_producer(config, stream.topic)
 
     async def start(self) -> None:
         await self._producer.start()
@@ -138,28 +120,11 @@ class KafkaIntake:
         await self._producer.stop()
 
     async def append(self, posts: list[Submitted]) -> list[str | None]:
-        await self._producer.publish_many(self.stream.topic, [(p.key, p.raw) for p in posts])
-        return [None] * len(posts)
-
-
-class RabbitIntake:
-    """Publishes to the stream's RabbitMQ queue with the priority of the poster's tier."""
-
-    def __init__(self, stream: StreamConfig, config: GrebeConfig) -> None:
-        from grebe.brokers.rabbitmq import RabbitPublisher
-
-        self.stream = stream
-        self._publisher = RabbitPublisher(config.rabbitmq, stream.topic)
-
-    async def start(self) -> None:
-        await self._publisher.start()
-
-    async def stop(self) -> None:
-        await self._publisher.stop()
-
-    async def append(self, posts: list[Submitted]) -> list[str | None]:
-        for post in posts:
-            await self._publisher.publish(post.envelope)
+        records = [(p.key, p.raw) for p in posts]
+        if isinstance(self._producer, AppendsAtPositions):
+            positions = await self._producer.append_at(self.stream.topic, records)
+            return [payload_id(self.stream.name, part, offset) for part, offset in positions]
+        await self._producer.publish_many(self.stream.topic, records)
         return [None] * len(posts)
 
 
@@ -177,9 +142,4 @@ def intake_stream(config: GrebeConfig) -> StreamConfig:
 
 
 def build_intake(config: GrebeConfig) -> Intake:
-    stream = intake_stream(config)
-    if stream.broker == "kafka":
-        return KafkaIntake(stream, config)
-    if stream.broker == "rabbitmq":
-        return RabbitIntake(stream, config)
-    return LocalIntake(stream, config)
+    return BrokerIntake(intake_stream(config), config)

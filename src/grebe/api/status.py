@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import grebe
+from grebe.core.source import ReportsLag
 
 if TYPE_CHECKING:
     from grebe.api.service import ApiService
@@ -26,12 +27,11 @@ LAG_TIMEOUT_S = 1.0  # a broker slow to answer shows "?" rather than stalling th
 
 async def source_lag(source: Source) -> int | None:
     """Messages the source holds that were not handed out yet; None if unknown."""
-    lag = getattr(source, "lag", None)
-    if not callable(lag):
+    if not isinstance(source, ReportsLag):
         return None
     try:
         async with asyncio.timeout(LAG_TIMEOUT_S):
-            value = lag()
+            value = source.lag()
             if inspect.isawaitable(value):
                 value = await value
         return int(value)

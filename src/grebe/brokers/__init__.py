@@ -1,1 +1,2 @@
-"""Brokers, one module per real system: local (embedded durable log), kafka, rabbitmq."""
+"""Brokers: each registers one backend in `<name>_backend.py` (registry.py finds them):
+local (embedded durable log), kafka, rabbitmq, memory (in-process)."""

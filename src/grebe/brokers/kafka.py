@@ -1,4 +1,5 @@
-"""Kafka (aiokafka): a consumer-group Source with commit-after-processing, and a Producer.
+"""Kafka (aiokafka): a consumer-group Source with commit-after-processing (its Producer
+is kafka_producer.py, topic administration kafka_admin.py; both re-exported here).
 
 Delivery. Auto-commit is off. Offsets handed out by `poll` go into an OffsetTracker;
 `ack` only marks them finished, and a committer task commits, in batches, each
@@ -36,162 +37,40 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 
 from grebe import constants as C
+from grebe.brokers.kafka_admin import (  # re-exported: one import for tests and tools
+    admin_client,
+    as_kafka_config,
+    create_topic,
+    delete_topic,
+    topic_partitions,
+)
+from grebe.brokers.kafka_producer import KafkaProducer
 from grebe.brokers.kafka_security import kafka_client_kwargs, raise_if_refused
 from grebe.config import KafkaConfig
 from grebe.core.backoff import Backoff
 from grebe.core.offsets import OffsetTracker
 from grebe.core.source import Message, Outcome
-from grebe.errors import BrokerError, BrokerUnavailableError, ConfigError
+from grebe.errors import BrokerError, ConfigError
 
+__all__ = [
+    "KafkaProducer", "KafkaSource", "admin_client", "as_kafka_config", "create_topic",
+    "delete_topic", "topic_partitions",
+]
 log = logging.getLogger(__name__)
 
-_TOPIC_ALREADY_EXISTS = 36  # Kafka protocol error code
 # Dead-letter produce retries: full-jitter exponential backoff between these bounds.
 _DEAD_LETTER_BACKOFF_BASE_S = 0.2
 _DEAD_LETTER_BACKOFF_MAX_S = 10.0
 # wait_committed re-reads the group's committed offsets this often for partitions this
 # member does not own (another member commits them; the broker has no event for that).
 _FOREIGN_COMMIT_RECHECK_S = 1.0
-
-
-# --- producer -------------------------------------------------------------------------------
-
-
-class KafkaProducer:
-    """Producer protocol on an idempotent, acks=all aiokafka producer: `publish` returns
-    once the broker stored the record, without duplicates from its own retries."""
-
-    def __init__(self, config: KafkaConfig, *, linger_ms: int = 5,
-                 topics: Sequence[str] = (), inputs: Sequence[str] = ()) -> None:
-        self._config = config
-        self._linger_ms = linger_ms
-        self._topics = list(topics)  # grebe's own output topics: created if missing
-        self._inputs = list(inputs)  # stream topics (`grebe ingest`): must exist
-        self._producer: AIOKafkaProducer | None = None
-
-    async def start(self) -> None:
-        if self._topics or self._inputs:  # declared, never left to broker auto-create
-            from grebe.brokers.kafka_topics import ensure_topics, topic_spec
-
-            await ensure_topics(self._config, [
-                *(topic_spec(self._config, t, "output") for t in self._topics),
-                *(topic_spec(self._config, t, "input") for t in self._inputs),
-            ])
-        producer = AIOKafkaProducer(
-            **kafka_client_kwargs(self._config),
-            client_id=f"{self._config.client_id}-producer",
-            enable_idempotence=True,
-            acks="all",
-            linger_ms=self._linger_ms,
-        )
-        try:
-            await producer.start()
-        except KafkaError as exc:
-            await producer.stop()
-            await raise_if_refused(self._config, exc)
-            raise BrokerError(
-                f"cannot connect to Kafka at {self._config.bootstrap_servers}: {exc}"
-            ) from exc
-        self._producer = producer
-
-    async def stop(self) -> None:
-        if self._producer is not None:
-            producer, self._producer = self._producer, None
-            await producer.stop()  # flushes what is pending
-
-    def _started(self) -> AIOKafkaProducer:
-        if self._producer is None:
-            raise BrokerError("KafkaProducer used before start()")
-        return self._producer
-
-    async def publish(self, topic: str, key: bytes | None, value: bytes) -> None:
-        try:
-            delivery = await self._started().send(topic, value, key=key)
-            await delivery
-        except KafkaError as exc:
-            raise BrokerUnavailableError(f"publish to Kafka topic {topic!r} failed: {exc}") from exc
-
-    async def publish_many(
-        self, topic: str, records: Sequence[tuple[bytes | None, bytes]]
-    ) -> None:
-        producer = self._started()
-        try:
-            deliveries = [await producer.send(topic, value, key=key) for key, value in records]
-            await asyncio.gather(*deliveries)
-        except KafkaError as exc:
-            raise BrokerUnavailableError(f"publish to Kafka topic {topic!r} failed: {exc}") from exc
-
-
-# --- topics (tests, benchmarks, first setup) -------------------------------------------------
-
-
-def as_kafka_config(cluster: KafkaConfig | str) -> KafkaConfig:
-    """`cluster` as a KafkaConfig: a bare bootstrap string (tests, benchmarks) is a
-    PLAINTEXT cluster; a config carries its security settings to the admin client."""
-    return cluster if isinstance(cluster, KafkaConfig) else KafkaConfig(bootstrap_servers=cluster)
-
-
-def admin_client(cluster: KafkaConfig | str) -> AIOKafkaAdminClient:
-    """An admin client (not started) with the cluster's security settings."""
-    return AIOKafkaAdminClient(**kafka_client_kwargs(as_kafka_config(cluster)))
-
-
-async def create_topic(
-    cluster: KafkaConfig | str, name: str, partitions: int, *, replication: int = 1,
-    exist_ok: bool = True,
-) -> None:
-    """Create `name` with `partitions` partitions and wait until it has leaders."""
-    bootstrap_servers = as_kafka_config(cluster).bootstrap_servers
-    admin = admin_client(cluster)
-    try:
-        await admin.start()
-        response = await admin.create_topics([NewTopic(name, partitions, replication)])
-        for _topic, code, *rest in response.topic_errors:
-            if code and not (code == _TOPIC_ALREADY_EXISTS and exist_ok):
-                raise BrokerError(f"cannot create Kafka topic {name!r}: error {code} {rest}")
-        deadline = time.monotonic() + 30
-        while True:  # bounded: the controller propagates leaders within milliseconds
-            topics = await admin.describe_topics([name])
-            parts = topics[0]["partitions"] if topics else []
-            if len(parts) >= partitions and all(p["leader"] >= 0 for p in parts):
-                return
-            if time.monotonic() > deadline:
-                raise BrokerError(f"Kafka topic {name!r} has no leaders after 30s")
-            await asyncio.sleep(0.05)
-    except KafkaError as exc:
-        await raise_if_refused(as_kafka_config(cluster), exc)
-        raise BrokerError(f"Kafka admin at {bootstrap_servers}: {exc}") from exc
-    finally:
-        await admin.close()
-
-
-async def topic_partitions(cluster: KafkaConfig | str, names: Sequence[str]) -> dict[str, int]:
-    """{topic: partition count} of those of `names` that exist (no topic is created)."""
-    from grebe.brokers.kafka_topics import describe_existing
-
-    found = await describe_existing(cluster, names)
-    return {name: partitions for name, (partitions, _) in found.items()}
-
-
-async def delete_topic(cluster: KafkaConfig | str, name: str) -> None:
-    admin = admin_client(cluster)
-    try:
-        await admin.start()
-        await admin.delete_topics([name])
-    except KafkaError as exc:
-        await raise_if_refused(as_kafka_config(cluster), exc)
-        raise BrokerError(f"Kafka admin at {as_kafka_config(cluster).bootstrap_servers}: "
-                          f"{exc}") from exc
-    finally:
-        await admin.close()
 
 
 # --- source ---------------------------------------------------------------------------------

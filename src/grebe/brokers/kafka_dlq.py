@@ -26,7 +26,8 @@ from aiokafka.errors import KafkaError
 
 from grebe import constants as C
 from grebe.brokers.dead_letters import ReplayReport, Router, StoredDeadLetter
-from grebe.brokers.kafka import KafkaProducer, topic_partitions
+from grebe.brokers.kafka_admin import topic_partitions
+from grebe.brokers.kafka_producer import KafkaProducer
 from grebe.brokers.kafka_security import kafka_client_kwargs, raise_if_refused
 from grebe.config import KafkaConfig
 from grebe.errors import BrokerError

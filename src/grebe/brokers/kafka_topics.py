@@ -22,7 +22,7 @@ from typing import Literal
 from aiokafka.errors import KafkaError
 
 from grebe import constants as C
-from grebe.brokers.kafka import admin_client, as_kafka_config, create_topic
+from grebe.brokers.kafka_admin import admin_client, as_kafka_config, create_topic
 from grebe.brokers.kafka_security import raise_if_refused
 from grebe.config import KafkaConfig
 from grebe.errors import BrokerError, ConfigError

@@ -20,217 +20,47 @@ read is one index probe per partition), and returns to 2 ms as soon as data flow
 
 Threads. Each LocalLog owns one connection in its own thread; reads, appends and commits
 are whole batches there, so the event loop never blocks on SQLite.
+
+Files. This module is the log (LocalLog) and its Source; the tables and SQL are
+local_sql.py, the Producer local_producer.py, the consumer lock local_lock.py, retention
+local_retention.py, dead-letter access local_dlq.py, the backend local_backend.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import itertools
 import logging
-import os
 import sqlite3
 import threading
-import time
-import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from grebe import constants as C
+from grebe.brokers import local_sql as sql
+from grebe.brokers.local_lock import ConsumerLock
+from grebe.brokers.local_producer import LocalProducer
 from grebe.brokers.local_retention import RetentionPolicy, RetentionRunner, trim
+from grebe.brokers.local_sql import (
+    PartitionedBatch,
+    Record,
+    StoredRecord,
+    Topic,
+    partition_for,
+)
 from grebe.core.offsets import OffsetTracker
 from grebe.core.source import Message, Outcome
 from grebe.errors import BrokerError, BrokerUnavailableError
-from grebe.sqlitedb import GroupWriter, SqliteDB, write_txn
+from grebe.sqlitedb import SqliteDB
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS topics (
-    id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE,
-    partitions INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS heads (
-    topic_id INTEGER NOT NULL,
-    part INTEGER NOT NULL,
-    next_offset INTEGER NOT NULL,
-    PRIMARY KEY (topic_id, part)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS messages (
-    topic_id INTEGER NOT NULL,
-    part INTEGER NOT NULL,
-    msg_offset INTEGER NOT NULL,
-    key BLOB,
-    value BLOB NOT NULL,
-    ts REAL NOT NULL,
-    PRIMARY KEY (topic_id, part, msg_offset)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS group_offsets (
-    grp TEXT NOT NULL,
-    topic_id INTEGER NOT NULL,
-    part INTEGER NOT NULL,
-    next_offset INTEGER NOT NULL,
-    updated_at REAL NOT NULL,
-    PRIMARY KEY (grp, topic_id, part)
-) WITHOUT ROWID;
-"""
-
-Record = tuple[bytes | None, bytes]  # (key, value)
+__all__ = [  # the log's parts live in local_*.py; one import for callers and tests
+    "ConsumerLock", "LocalLog", "LocalProducer", "LocalSource", "Record", "StoredRecord",
+    "Topic", "partition_for",
+]
 R = TypeVar("R")
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class StoredRecord:
-    """One record as stored in the log."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes
-    timestamp: float
-
-
-@dataclass(frozen=True, slots=True)
-class Topic:
-    id: int
-    name: str
-    partitions: int
-
-
-def partition_for(key: bytes | None, partitions: int, counter: itertools.count[int]) -> int:
-    """The partition of a key: stable across processes and runs (CRC-32, not hash())."""
-    if key is None:
-        return next(counter) % partitions
-    return zlib.crc32(key) % partitions
-
-
-# --- synchronous operations, run in a LocalLog's thread --------------------------------
-
-
-def _init_schema(conn: sqlite3.Connection) -> None:
-    if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
-        # A new log returns space freed by retention to the file system (local_retention);
-        # this can only be chosen before the first table exists.
-        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-    conn.executescript(_SCHEMA)
-
-
-def _find_topic(conn: sqlite3.Connection, name: str) -> Topic | None:
-    row = conn.execute("SELECT id, partitions FROM topics WHERE name = ?", (name,)).fetchone()
-    return None if row is None else Topic(id=row[0], name=name, partitions=row[1])
-
-
-def _ensure_topic(conn: sqlite3.Connection, name: str, partitions: int) -> Topic:
-    topic = _find_topic(conn, name)
-    if topic is None:
-        with write_txn(conn):
-            conn.execute(
-                "INSERT INTO topics (name, partitions) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                (name, partitions),
-            )
-        topic = _find_topic(conn, name)
-        assert topic is not None  # inserted above, or by a concurrent creator
-    return topic
-
-
-def _append_rows(
-    conn: sqlite3.Connection, topic_id: int, records: Sequence[tuple[int, bytes | None, bytes]],
-    now: float,
-) -> list[tuple[int, int]]:
-    """Append (partition, key, value) records inside the caller's write transaction."""
-    heads = _end_offsets(conn, topic_id)
-    rows = []
-    positions = []
-    for part, key, value in records:
-        offset = heads.get(part, 0)
-        heads[part] = offset + 1
-        rows.append((topic_id, part, offset, key, value, now))
-        positions.append((part, offset))
-    conn.executemany(
-        "INSERT INTO messages (topic_id, part, msg_offset, key, value, ts) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        rows,
-    )
-    conn.executemany(
-        "INSERT INTO heads (topic_id, part, next_offset) VALUES (?, ?, ?) "
-        "ON CONFLICT (topic_id, part) DO UPDATE SET next_offset = excluded.next_offset",
-        [(topic_id, part, offset) for part, offset in heads.items()],
-    )
-    return positions
-
-
-PartitionedBatch = tuple[int, Sequence[tuple[int, bytes | None, bytes]]]  # topic id, records
-
-
-def _append(
-    conn: sqlite3.Connection, batches: Sequence[PartitionedBatch]
-) -> list[list[tuple[int, int]]]:
-    now = time.time()
-    with write_txn(conn):
-        return [_append_rows(conn, topic_id, records, now) for topic_id, records in batches]
-
-
-def _read(
-    conn: sqlite3.Connection, topic_id: int, positions: Sequence[tuple[int, int]], limit: int
-) -> list[tuple[int, int, bytes | None, bytes, float]]:
-    """Up to `limit` records, filling from the partitions in the order given."""
-    out: list[tuple[int, int, bytes | None, bytes, float]] = []
-    # One read transaction, so every partition is read from the same snapshot.
-    conn.execute("BEGIN")
-    try:
-        for part, offset in positions:
-            remaining = limit - len(out)
-            if remaining <= 0:
-                break
-            out.extend(
-                conn.execute(
-                    "SELECT part, msg_offset, key, value, ts FROM messages "
-                    "WHERE topic_id = ? AND part = ? AND msg_offset >= ? "
-                    "ORDER BY msg_offset LIMIT ?",
-                    (topic_id, part, offset, remaining),
-                )
-            )
-    finally:
-        conn.execute("COMMIT")
-    return out
-
-
-def _committed(conn: sqlite3.Connection, group: str, topic_id: int) -> dict[int, int]:
-    return dict(
-        conn.execute(
-            "SELECT part, next_offset FROM group_offsets WHERE grp = ? AND topic_id = ?",
-            (group, topic_id),
-        )
-    )
-
-
-def _end_offsets(conn: sqlite3.Connection, topic_id: int) -> dict[int, int]:
-    return dict(
-        conn.execute("SELECT part, next_offset FROM heads WHERE topic_id = ?", (topic_id,))
-    )
-
-
-def _commit(
-    conn: sqlite3.Connection, group: str, topic_id: int, offsets: dict[int, int],
-    appends: Sequence[PartitionedBatch],
-) -> None:
-    """Append records (dead letters, replays) and store offsets in one transaction."""
-    now = time.time()
-    with write_txn(conn):
-        for append_topic, records in appends:
-            _append_rows(conn, append_topic, records, now)
-        conn.executemany(
-            "INSERT INTO group_offsets (grp, topic_id, part, next_offset, updated_at) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (grp, topic_id, part) DO UPDATE SET "
-            "next_offset = max(next_offset, excluded.next_offset), "
-            "updated_at = excluded.updated_at",
-            [(group, topic_id, part, offset, now) for part, offset in offsets.items()],
-        )
-
 
 # --- in-process wake-ups ----------------------------------------------------------------
 
@@ -293,7 +123,7 @@ class LocalLog:
 
     async def open(self) -> None:
         try:
-            await self._db.open(_init_schema)
+            await self._db.open(sql.init_schema)
         except sqlite3.Error as exc:
             raise BrokerError(f"cannot open local log {self.path}: {exc}") from exc
 
@@ -306,13 +136,13 @@ class LocalLog:
         topic = self._topics.get(name)
         if topic is None:
             topic = await self._db.run(
-                _ensure_topic, name, partitions or self.default_partitions
+                sql.ensure_topic, name, partitions or self.default_partitions
             )
             self._topics[name] = topic
         return topic
 
     async def find_topic(self, name: str) -> Topic | None:
-        return self._topics.get(name) or await self._db.run(_find_topic, name)
+        return self._topics.get(name) or await self._db.run(sql.find_topic, name)
 
     async def _partitioned(
         self, batches: Mapping[str, Sequence[Record]]
@@ -335,7 +165,7 @@ class LocalLog:
         if not records:
             return []
         batch = await self._partitioned({topic_name: records})
-        positions = (await self._run_write(_append, batch))[0]
+        positions = (await self._run_write(sql.append, batch))[0]
         _notifier.notify(self.path, [topic_name])
         return positions
 
@@ -343,7 +173,7 @@ class LocalLog:
         """Append to several topics in one transaction."""
         prepared = await self._partitioned(batches)
         if prepared:
-            await self._run_write(_append, prepared)
+            await self._run_write(sql.append, prepared)
             _notifier.notify(self.path, list(batches))
 
     async def read(
@@ -359,15 +189,15 @@ class LocalLog:
         """`read` as plain (partition, offset, key, value, timestamp) rows: the consumer's
         hot path builds its messages straight from them."""
         topic = await self.topic(topic_name)
-        return await self._db.run(_read, topic.id, positions, limit)
+        return await self._db.run(sql.read, topic.id, positions, limit)
 
     async def committed(self, group: str, topic_name: str) -> dict[int, int]:
         topic = await self.topic(topic_name)
-        return await self._db.run(_committed, group, topic.id)
+        return await self._db.run(sql.committed, group, topic.id)
 
     async def end_offsets(self, topic_name: str) -> dict[int, int]:
         topic = await self.topic(topic_name)
-        return await self._db.run(_end_offsets, topic.id)
+        return await self._db.run(sql.end_offsets, topic.id)
 
     async def lag(self, group: str, topic_name: str) -> int:
         """Records of the topic the group has not committed yet."""
@@ -384,7 +214,7 @@ class LocalLog:
         Offsets never move backwards (a stale committer cannot undo progress)."""
         topic = await self.topic(topic_name)
         prepared = await self._partitioned(appends or {})
-        await self._run_write(_commit, group, topic.id, offsets, prepared)
+        await self._run_write(sql.commit, group, topic.id, offsets, prepared)
         if prepared:
             _notifier.notify(self.path, list(appends or {}))
 
@@ -401,74 +231,7 @@ class LocalLog:
             raise BrokerError(f"local log {self.path}: {exc}") from exc
 
 
-# --- producer -------------------------------------------------------------------------------
-
-
-class LocalProducer:
-    """Publishes to local-log topics; concurrent publishes share one transaction."""
-
-    def __init__(self, log: LocalLog) -> None:
-        self._log = log
-        self._writer: GroupWriter[tuple[str, bytes | None, bytes]] = GroupWriter(self._flush)
-
-    async def start(self) -> None:
-        await self._log.open()
-
-    async def stop(self) -> None:
-        await self._writer.close()
-        await self._log.close()
-
-    async def publish(self, topic: str, key: bytes | None, value: bytes) -> None:
-        await self._writer.submit([(topic, key, value)])
-
-    async def publish_many(self, topic: str, records: Sequence[Record]) -> None:
-        await self._writer.submit([(topic, key, value) for key, value in records])
-
-    async def _flush(self, items: list[tuple[str, bytes | None, bytes]]) -> None:
-        by_topic: dict[str, list[Record]] = {}
-        for topic, key, value in items:
-            by_topic.setdefault(topic, []).append((key, value))
-        await self._log.append_many(by_topic)
-
-
 # --- source ---------------------------------------------------------------------------------
-
-
-class ConsumerLock:
-    """One consumer per (log, group, topic): an flock the kernel drops when the holder
-    dies, even by kill -9, so a restart never waits on a dead process."""
-
-    def __init__(self, log_path: Path, group: str, topic: str) -> None:
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{group}.{topic}")
-        self.path = log_path.with_name(f"{log_path.name}.{safe}.lock")
-        self._fd: int | None = None
-
-    async def acquire(self, wait_s: float = C.CONSUMER_LOCK_TIMEOUT_S) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait_s
-        delay = 0.01
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                # A previous consumer is still exiting; bounded wait with backoff.
-                if loop.time() >= deadline:
-                    os.close(fd)
-                    raise BrokerError(
-                        f"another consumer holds {self.path} (is another `grebe run` "
-                        "using this data dir?)"
-                    ) from None
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 0.25)
-        self._fd = fd
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing drops the flock
-            self._fd = None
 
 
 class LocalSource:

@@ -43,6 +43,7 @@ class MemorySource:
         self._tracker = OffsetTracker()
         self._available = asyncio.Event()
         self._acked = asyncio.Event()
+        self._committed_more = asyncio.Event()
         self._ack_target = 0
 
     def put(self, value: bytes, *, key: bytes | None = None) -> Message:
@@ -105,11 +106,22 @@ class MemorySource:
         for partition, offset in self._tracker.committable().items():
             self._tracker.mark_committed(partition, offset)
             self.committed[partition] = offset
+            self._committed_more.set()
         if len(self.acks) >= self._ack_target:
             self._acked.set()
 
     def lag(self) -> int:
         return len(self._ready)
+
+    async def end_offsets(self) -> dict[int, int]:
+        """Per partition, the offset its next message will get: a batch job (`grebe run
+        --exit-when-done` on `broker: memory`) waits until that much is committed."""
+        return dict(enumerate(self._next_offset))
+
+    async def wait_committed(self, target: dict[int, int]) -> None:
+        while any(self.committed.get(p, 0) < offset for p, offset in target.items()):
+            self._committed_more.clear()
+            await self._committed_more.wait()
 
     @property
     def unacked(self) -> list[Message]:

@@ -36,8 +36,9 @@ def envelope_priority(value: bytes, max_priority: int) -> int:
 class RabbitProducer:
     """Producer protocol on RabbitMQ: `topic` is a stream queue's name."""
 
-    def __init__(self, config: RabbitMQConfig) -> None:
+    def __init__(self, config: RabbitMQConfig, queues: Sequence[str] = ()) -> None:
         self._config = config
+        self._queues = list(queues)  # declared at start: a mismatch fails there, not later
         self._connection: AbstractConnection | None = None
         self._channel: AbstractChannel | None = None
         self._declared: set[str] = set()
@@ -51,6 +52,13 @@ class RabbitProducer:
         except _ERRORS as exc:
             await self.stop()
             raise BrokerError(f"cannot open a RabbitMQ channel: {exc}") from exc
+        try:
+            for queue in self._queues:
+                await _declare_main(self._channel, queue, self._config.max_priority)
+                self._declared.add(queue)
+        except BaseException:
+            await self.stop()
+            raise
 
     async def stop(self) -> None:
         if self._connection is not None:

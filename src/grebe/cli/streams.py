@@ -40,9 +40,9 @@ def ingest(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from grebe.brokers.factory import build_ingest_producer
+    from grebe.commands.ingest import IngestInterrupted
+    from grebe.commands.ingest import ingest as ingest_lines
     from grebe.errors import GrebeError
-    from grebe.ingest import IngestInterrupted
-    from grebe.ingest import ingest as ingest_lines
 
     settings = core_config(config)
     target = topic or (settings.streams[0].topic if settings.streams else None)
@@ -146,7 +146,7 @@ def dlq_list(
     from rich import box
     from rich.table import Table
 
-    from grebe.dlq import list_dead_letters
+    from grebe.commands.dlq import list_dead_letters
 
     entries = broker_call(list_dead_letters(core_config(config), limit))
     if not entries:
@@ -178,7 +178,7 @@ def dlq_replay(
 ) -> None:
     """Send dead letters not replayed yet back to their streams (each one once, even
     with another replay running)."""
-    from grebe.dlq import replay
+    from grebe.commands.dlq import replay
 
     report = broker_call(replay(core_config(config), limit))
     for reason in report.reasons[:20]:
@@ -190,7 +190,7 @@ def _topics_table(config: ConfigOption, title: str) -> bool:
     """Print declared topics beside the brokers'; True when all are as declared."""
     from rich.table import Table
 
-    from grebe.topics import topic_rows
+    from grebe.commands.topics import topic_rows
 
     rows = broker_call(topic_rows(core_config(config)))
     if not rows:
@@ -222,7 +222,7 @@ def topics_check(config: ConfigOption = None) -> None:
 @topics_app.command("create")
 def topics_create(config: ConfigOption = None) -> None:
     """Create missing Kafka topics (inputs too) and declare RabbitMQ queues."""
-    from grebe.topics import create_topics
+    from grebe.commands.topics import create_topics
 
     created = broker_call(create_topics(core_config(config)))
     console.print(f"created {len(created)} Kafka topic(s): {', '.join(created) or '-'}")

@@ -50,7 +50,7 @@ def thunder_publish(
     import asyncio
 
     from grebe.brokers.factory import build_producer
-    from grebe.ingest import read_lines
+    from grebe.commands.ingest import read_lines
     from grebe.thunder.publish import publish_events
 
     settings = core_config(config)

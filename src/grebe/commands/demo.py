@@ -180,7 +180,7 @@ async def run_basic_demo(
     SQLite store), every line as it is: malformed lines are rejected at ingest, JSON that
     is not a post is dead-lettered by the dispatcher."""
     from grebe.brokers.factory import build_ingest_producer
-    from grebe.ingest import ingest, read_lines
+    from grebe.commands.ingest import ingest, read_lines
     from grebe.stores.sqlite import SqliteStore
 
     data_dir = _data_dir(data_dir)

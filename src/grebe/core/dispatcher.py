@@ -42,7 +42,7 @@ from grebe.core.backoff import Backoff
 from grebe.core.engine import EngineDiedError
 from grebe.core.executor import Executor
 from grebe.core.metrics import DispatcherMetrics, NullMetrics
-from grebe.core.source import Message, Outcome, Source
+from grebe.core.source import Message, Outcome, ReportsLag, Source
 from grebe.errors import ConfigError, DecodeError, is_system_fault
 from grebe.types import DeadLetter, TaskPayload, TaskResult, UserContext
 
@@ -173,7 +173,7 @@ class _StreamState:
         self.ready_at = 0.0  # epoch seconds; later while its QPS budget or an error holds it
         self.empty_round = -2  # the round its last poll came back empty, or -2
         self.errors = 0
-        self.has_lag = callable(getattr(stream.source, "lag", None))
+        self.has_lag = isinstance(stream.source, ReportsLag)
         self.next_lag_at = 0.0
         self.unreported_done = 0  # acked since the completer last told the metrics
 

@@ -7,7 +7,7 @@ It must not consider a message consumed (commit an offset, ack a delivery) befor
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Protocol, runtime_checkable
 
 import msgspec
@@ -74,3 +74,38 @@ class Producer(Protocol):
     async def publish_many(
         self, topic: str, records: Sequence[tuple[bytes | None, bytes]]
     ) -> None: ...
+
+
+# --- optional capabilities --------------------------------------------------------------
+# A Source may offer more than the protocol above. Each extra is its own small protocol,
+# so a caller asks `isinstance(source, ReportsLag)` instead of probing for attributes,
+# and a new broker sees in one place what it may implement.
+
+
+@runtime_checkable
+class ReportsLag(Protocol):
+    """Knows how many messages wait that were not handed out yet (status page, metrics)."""
+
+    def lag(self) -> int | Awaitable[int]: ...
+
+
+@runtime_checkable
+class Drains(Protocol):
+    """A queue without offsets (RabbitMQ): caught up once drained with nothing in hand."""
+
+    async def wait_drained(self) -> None: ...
+
+
+@runtime_checkable
+class CommitsOffsets(Protocol):
+    """A log with offsets: caught up once the group committed up to the end offsets
+    asked for at the start (`grebe run --exit-when-done`)."""
+
+    async def end_offsets(self) -> dict[int, int]: ...
+
+    async def wait_committed(self, target: dict[int, int]) -> None: ...
+
+
+def can_report_caught_up(source: object) -> bool:
+    """Whether a batch job can tell when `source` has processed all it held."""
+    return isinstance(source, Drains | CommitsOffsets)

@@ -28,7 +28,7 @@ from grebe.core.engine import ProcessExecutor, tune_gc
 from grebe.core.executor import Executor, InlineExecutor
 from grebe.core.metrics import DispatcherMetrics, NullMetrics, PrometheusMetrics
 from grebe.core.signals import ShutdownSignals
-from grebe.core.source import Source
+from grebe.core.source import CommitsOffsets, Drains, Source, can_report_caught_up
 from grebe.errors import ConfigError, GrebeError
 
 log = logging.getLogger(__name__)
@@ -171,7 +171,7 @@ class Runtime:
 
     def cannot_report_caught_up(self) -> list[str]:
         """Names of the sources that cannot tell when they are caught up."""
-        return [s.name for s in self.sources if not _can_report_caught_up(s)]
+        return [s.name for s in self.sources if not can_report_caught_up(s)]
 
     async def wait_caught_up(self) -> None:
         """Wait until every source has committed everything its topic held when this
@@ -179,22 +179,13 @@ class Runtime:
         (RabbitMQ) has no offsets: until it is drained and nothing is in hand."""
         targets = []
         for source in self.sources:
-            if not _can_report_caught_up(source):
+            if not can_report_caught_up(source):
                 raise GrebeError(f"source {source.name} cannot report when it is caught up")
-            wait_drained = getattr(source, "wait_drained", None)
-            if wait_drained is not None:
-                targets.append(wait_drained())
-            else:
-                targets.append(source.wait_committed(await source.end_offsets()))  # type: ignore[attr-defined]
+            if isinstance(source, Drains):
+                targets.append(source.wait_drained())
+            elif isinstance(source, CommitsOffsets):
+                targets.append(source.wait_committed(await source.end_offsets()))
         await asyncio.gather(*targets)
-
-
-def _can_report_caught_up(source: Source) -> bool:
-    if callable(getattr(source, "wait_drained", None)):
-        return True
-    return callable(getattr(source, "end_offsets", None)) and callable(
-        getattr(source, "wait_committed", None)
-    )
 
 
 async def _quietly(what: str, stop: Callable[[], Any]) -> None:

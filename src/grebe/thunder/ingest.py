@@ -24,7 +24,7 @@ import logging
 import time
 
 from grebe import codec
-from grebe.core.source import Message, Outcome, Source
+from grebe.core.source import Message, Outcome, ReportsLag, Source
 from grebe.errors import BrokerError, DecodeError
 from grebe.thunder.events import PostCreate, ThunderEvent, decode_event
 from grebe.thunder.metrics import ThunderMetrics
@@ -107,10 +107,9 @@ class ThunderIngest:
 
     async def lag_messages(self) -> int | None:
         """Messages behind the head, when the source can tell (an optional `lag()`)."""
-        lag = getattr(self.source, "lag", None)
-        if lag is None:
+        if not isinstance(self.source, ReportsLag):
             return None
-        value = lag()
+        value = self.source.lag()
         if inspect.isawaitable(value):
             value = await value
         return int(value)

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable
 
 import msgspec
 
+from grebe.commands.ingest import INGEST_BATCH, IngestReport
 from grebe.core.source import Producer
 from grebe.errors import DecodeError
-from grebe.ingest import INGEST_BATCH, IngestReport
 from grebe.thunder.events import PostCreate, PostDelete, QuotedPostDelete, ThunderEvent
 
 _strict = msgspec.json.Decoder(ThunderEvent)
