@@ -15,7 +15,7 @@ from grebe.cli import app
 from grebe.config import load_config
 from grebe.errors import DecodeError
 from grebe.thunder.events import event_json_schema
-from grebe.thunder.publish import event_key, validate_event
+from grebe.commands.thunder_publish import event_key, validate_event
 from grebe.thunder.runner import replay_store
 
 SCHEMA = Path(__file__).parents[2] / "docs" / "thunder-events.schema.json"

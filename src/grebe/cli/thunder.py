@@ -51,7 +51,7 @@ def thunder_publish(
 
     from grebe.brokers.factory import build_producer
     from grebe.commands.ingest import read_lines
-    from grebe.thunder.publish import publish_events
+    from grebe.commands.thunder_publish import publish_events
 
     settings = core_config(config)
     target = topic or settings.thunder.topic
