@@ -1,8 +1,13 @@
 """A post its stream does not select, end to end on the local broker: committed with
-its skip reason, counted, never dead-lettered, and no plan runs on it."""
+its skip reason, counted, never dead-lettered, and no plan runs on it; the post it
+selects reaches the plans with the stream's mode. In this process and in an engine
+process (selection runs in the engine, after hydration)."""
 
 import json
+import os
+from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from grebe.brokers.factory import local_log
@@ -11,10 +16,19 @@ from grebe.config import load_config
 from grebe.core.supervisor import Runtime
 from grebe.stores.sqlite import SqliteStore
 
+TESTS_DIR = str(Path(__file__).resolve().parents[2])
 
-async def test_a_post_not_selected_is_committed_with_its_reason_not_dead_lettered(tmp_path):
+
+@pytest.mark.parametrize("processes", [0, 1])
+async def test_a_post_not_selected_is_committed_with_its_reason_not_dead_lettered(
+        tmp_path, monkeypatch, processes):
+    # engine processes import the test plans factory from the repository root
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        p for p in (TESTS_DIR, os.environ.get("PYTHONPATH")) if p))
     config = load_config(
-        data_dir=tmp_path, engine={"processes": 0}, metrics={"enabled": True, "port": 0},
+        data_dir=tmp_path, engine={"processes": processes},
+        metrics={"enabled": True, "port": 0},
+        plans={"factory": "tests.selection.mode_plan:build_bundle"},
         streams=[{"name": "replies_only", "topic": "posts", "eligibilities": ["basic"],
                   "selection": {"post_types": ["reply"], "mode": "recovery"}}])
     producer = LocalProducer(local_log(config))
@@ -41,6 +55,7 @@ async def test_a_post_not_selected_is_committed_with_its_reason_not_dead_lettere
     assert await store.get("o1") == []  # no plan ran on the post not selected
     (annotation,) = await store.get("r1")
     assert annotation.producer == "basic"
+    assert annotation.reasons["mode"] == "recovery"  # the stream's mode reached the plan
     await store.stop()
     log = local_log(config)
     await log.open()
