@@ -61,6 +61,16 @@ def test_parent_and_root_ranges_and_excluded_authors() -> None:
                    payload) == "excluded_author"
 
 
+def test_languages_and_a_post_of_unknown_language() -> None:
+    english = Selection.model_validate({"languages": ["en"]})
+    post = Post(id="o", author_id="ann", lang="en")
+    assert why_not(english, TaskPayload(payload_id="x", post=post)) is None
+    other = TaskPayload(payload_id="x", post=Post(id="o", author_id="ann", lang="de"))
+    assert why_not(english, other) == "language"
+    unknown = TaskPayload(payload_id="x", post=Post(id="o", author_id="ann"))
+    assert why_not(english, unknown) == "language_unknown"
+
+
 def test_a_stream_without_selection_selects_everything() -> None:
     assert Selection().selects_everything
     assert not Selection.model_validate({"mode": "deluxe", "min_views": 1}).selects_everything
@@ -72,6 +82,8 @@ def test_a_stream_without_selection_selects_everything() -> None:
     ({"mode": "turbo"}, "streams.0.selection.mode"),
     ({"thread_followers": {"min": 10, "max": 5}}, "streams.0.selection.thread_followers"),
     ({"min_likes": 3}, "streams.0.selection.min_likes"),
+    ({"post_types": ["original"], "thread_followers": {"min": 5}},
+     "streams.0.selection: Value error, thread_followers apply to replies only"),
 ])
 def test_bad_selection_is_refused_at_load_naming_the_field(selection, field) -> None:
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):

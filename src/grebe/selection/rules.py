@@ -105,7 +105,7 @@ def why_not(selection: Selection, payload: TaskPayload) -> str | None:
     if kind not in selection.post_types:
         return POST_TYPE
     if selection.languages is not None and post.lang not in selection.languages:
-        return LANGUAGE
+        return LANGUAGE if post.lang else LANGUAGE + UNKNOWN
     if engagement(post) < selection.min_engagement:
         return MIN_ENGAGEMENT
     if post.view_count < selection.min_views:

@@ -86,6 +86,22 @@ class Selection(_Section):
     requires_media: bool = False
     requires_video: bool = False
 
+    @model_validator(mode="after")
+    def _thread_rules_need_replies(self) -> Selection:
+        """Thread rules apply to replies only: with replies not selected they would be
+        settings that silently do nothing."""
+        thread_rules = [name for name in ("parent_followers", "root_followers",
+                                          "thread_followers")
+                        if getattr(self, name).active]
+        if self.exclude.self_replies:
+            thread_rules.append("exclude.self_replies")
+        if self.exclude.reply_to_authors:
+            thread_rules.append("exclude.reply_to_authors")
+        if thread_rules and PostType.REPLY not in self.post_types:
+            raise ValueError(f"{', '.join(thread_rules)} apply to replies only, and "
+                             "post_types does not select replies")
+        return self
+
     @property
     def selects_everything(self) -> bool:
         """No rule is set: the engine need not look at the post."""
