@@ -40,6 +40,7 @@ from grebe.media.config import MediaConfig
 from grebe.security.keys import AuthConfig
 from grebe.security.ratelimit import valid_rate
 from grebe.security.settings import HttpGuardSettings
+from grebe.selection import Selection
 from grebe.settings_base import Section, validation_problems
 from grebe.thunder.settings import ThunderSettings
 
@@ -76,6 +77,9 @@ class StreamConfig(Section):
     max_qps: float | None = Field(default=None, gt=0)
     deadline_s: float | None = Field(default=None, gt=0)  # per-payload processing deadline
     group: str = C.DEFAULT_CONSUMER_GROUP
+    # Which posts of the topic the stream's plans see, and the mode they run in
+    # (grebe.selection): Grox's generators as data.
+    selection: Selection = Selection()
 
 
 class DispatcherConfig(Section):

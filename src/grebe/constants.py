@@ -162,3 +162,9 @@ CONFIG_ENV_VAR = "GREBE_CONFIG"
 #: only after this long: meanwhile its posts get the same system fault at once, instead of
 #: every post paying for (and logging) another failed load.
 LAZY_LOAD_RETRY_S = 30.0
+
+# Per-stream selection (grebe.selection, docs/parity.md "Generators").
+DEFAULT_STREAM_MODE = "realtime"  # TaskPayload.mode of a stream that names none
+SELECTION_REASON_KEY = "selection"  # TaskResult.reasons key of a post a stream did not select
+NOT_SELECTED_PREFIX = "not_selected"  # the reason: "not_selected:<rule>"
+GROX_FOLLOWER_THRESHOLD = 60_000  # Grox's reply filters: spam <= it, reply ranking > it

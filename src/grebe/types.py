@@ -185,6 +185,9 @@ class TaskPayload(msgspec.Struct, frozen=True, kw_only=True):
     attempt: int = 1
     deadline: float | None = None  # epoch seconds; past it, plans skip
     source: str = ""
+    # The stream's mode (grebe.selection.Mode: realtime, recovery, backfill, deluxe,
+    # test, delayed): set by the dispatcher from the stream; plans (PTOS) read it.
+    mode: str = "realtime"
     enqueued_at: float = msgspec.field(default_factory=time.time)
 
     @property

@@ -12,10 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from grebe.cli import app
+from grebe.commands.thunder_publish import event_key, validate_event
 from grebe.config import load_config
 from grebe.errors import DecodeError
 from grebe.thunder.events import event_json_schema
-from grebe.commands.thunder_publish import event_key, validate_event
 from grebe.thunder.runner import replay_store
 
 SCHEMA = Path(__file__).parents[2] / "docs" / "thunder-events.schema.json"

@@ -107,5 +107,7 @@ def build_bundle(config: GrebeConfig) -> PlanBundle:
 
         instrument(bundle, config.tracing)
     from grebe.hydration.factory import attach
+    from grebe.selection.master import attach as attach_selection
 
+    attach_selection(bundle, config)  # each stream's selection, after hydration
     return attach(bundle, config)  # hydration by id, in front of whichever master

@@ -159,8 +159,8 @@ class _Reservation:
 
 class _StreamState:
     __slots__ = (
-        "deadline_s", "eligibilities", "empty_round", "errors", "has_lag", "limit", "name",
-        "next_lag_at", "ready_at", "source", "unreported_done", "weight",
+        "deadline_s", "eligibilities", "empty_round", "errors", "has_lag", "limit", "mode",
+        "name", "next_lag_at", "ready_at", "source", "unreported_done", "weight",
     )
 
     def __init__(self, stream: Stream) -> None:
@@ -168,6 +168,7 @@ class _StreamState:
         self.name = stream.config.name
         self.weight = stream.config.weight
         self.eligibilities = frozenset(stream.config.eligibilities)
+        self.mode = str(stream.config.selection.mode)  # what plans read as payload.mode
         self.deadline_s = stream.config.deadline_s
         self.limit = qps_item(stream.config.max_qps) if stream.config.max_qps else None
         self.ready_at = 0.0  # epoch seconds; later while its QPS budget or an error holds it
@@ -495,6 +496,7 @@ class Dispatcher:
                 attempt=message.attempt,
                 deadline=deadline,
                 source=name,
+                mode=s.mode,
                 enqueued_at=now,
             )
             claim(reservation)  # only once its entry exists, to finish and release it
@@ -567,6 +569,8 @@ class Dispatcher:
                     self._metrics.task_duration(s.name, result.finished_at - result.started_at)
                 for plan, seconds in result.plan_seconds.items():
                     self._metrics.plan_duration(plan, seconds)
+                if (rule := result.reasons.get(C.SELECTION_REASON_KEY)) is not None:
+                    self._metrics.not_selected(s.name, rule)
                 if result.success:  # the system works again: end any pause now
                     if self._paused_until:
                         self._paused_until = 0.0

@@ -23,6 +23,7 @@ IN_FLIGHT = "grebe_dispatcher_in_flight"
 SOURCE_LAG = "grebe_source_lag"
 TASK_DURATION = "grebe_task_duration_seconds"
 PLAN_DURATION = "grebe_plan_duration_seconds"
+NOT_SELECTED = "grebe_dispatcher_not_selected"  # posts a stream's selection skipped
 
 LABEL_SOURCE = "source"
 LABEL_REASON = "reason"
@@ -53,6 +54,10 @@ class DispatcherMetrics(Protocol):
         """One plan of one payload; called by the engine that runs plans."""
         ...
 
+    def not_selected(self, source: str, reason: str) -> None:
+        """One post its stream's selection skipped (grebe.selection), with the rule."""
+        ...
+
 
 class NullMetrics:
     """The default hook: records nothing."""
@@ -79,6 +84,9 @@ class NullMetrics:
         pass
 
     def plan_duration(self, plan: str, seconds: float) -> None:
+        pass
+
+    def not_selected(self, source: str, reason: str) -> None:
         pass
 
 
@@ -135,6 +143,11 @@ class PrometheusMetrics:
             PLAN_DURATION, "Time to run one plan of one payload.", [LABEL_PLAN],
             buckets=DURATION_BUCKETS, registry=registry,
         )
+        self._not_selected = Counter(
+            NOT_SELECTED, "Posts a stream's selection skipped (acked, never dead-lettered).",
+            [LABEL_SOURCE, LABEL_REASON], registry=registry,
+        )
+        self._not_selected_by = _Children(self._not_selected)
         self._received_by = _Children(self._received)
         self._done_by = _Children(self._done)
         self._retried_by = _Children(self._retried)
@@ -166,3 +179,6 @@ class PrometheusMetrics:
 
     def plan_duration(self, plan: str, seconds: float) -> None:
         self._plan_by[plan].observe(seconds)
+
+    def not_selected(self, source: str, reason: str) -> None:
+        self._not_selected_by[source, reason].inc()

@@ -21,7 +21,7 @@ import msgspec
 
 from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
-from grebe.flows import judge, language, llm, shared
+from grebe.flows import judge, language, llm, modes, shared
 from grebe.flows.catalog import Flow
 from grebe.flows.policy import RESTRICTIVE_ACTIONS
 from grebe.flows.ptos_depth import (
@@ -152,6 +152,12 @@ async def categories(ctx: TaskContext) -> dict[str, float]:
             scored[c] = (score, reason, score >= settings.category_thresholds.get(c, 1.0))
     else:
         scored = await local_categories(ctx, settings)
+    ctx.output.reasons[modes.MODE_REASON_KEY] = ctx.payload.mode
+    if modes.deluxe_recheck(ctx.payload) and not scored[SEXUAL][2]:
+        nsfw = ctx.results["media"].max_nsfw
+        if nsfw >= settings.deluxe_sexual_threshold:
+            scored[SEXUAL] = (nsfw, f"deluxe recheck ({modes.HIGH_FAV_THRESHOLD}+ likes, media):"
+                              f" nsfw {nsfw:.2f} >= {settings.deluxe_sexual_threshold:.2f}", True)
     matched = {}
     for category, (score, reason, hit) in scored.items():
         ctx.output.scores[f"ptos.{category}"] = round(score, 4)

@@ -189,6 +189,9 @@ class PtosSettings(PlanSettings):
     media_subtype: str = "explicit_media"  # sexual content the images alone show
     # On the LLM path the second child-safety prompt runs from this first-pass score up.
     child_safety_check_floor: float = Field(default=0.2, ge=0, le=1)
+    # Deluxe mode's high-fav recheck (grebe.flows.modes): the sexual cut for posts with
+    # media and 128+ likes that the usual one did not match.
+    deluxe_sexual_threshold: float = Field(default=0.4, ge=0, le=1)
     enforcement_history: EnforcementHistorySettings = Field(
         default_factory=lambda: EnforcementHistorySettings())
 

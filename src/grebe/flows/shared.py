@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from grebe.core.task import SkipTask, TaskContext, TaskSpec
+from grebe.flows import modes
 from grebe.flows.services import FlowServices, MediaFacts, MediaHydrator, first
 from grebe.inference.lazy import ensure_ready
 from grebe.types import Annotation, Post
@@ -187,7 +188,7 @@ async def filters(ctx: TaskContext) -> None:
     ):
         raise SkipTask(SKIP_ENGAGEMENT)
     if settings.dedupe_ttl_s and services_of(ctx).dedupe.seen(
-        ctx.plan, post.id, settings.dedupe_ttl_s
+        modes.dedupe_scope(ctx), post.id, settings.dedupe_ttl_s
     ):
         raise SkipTask(SKIP_DUPLICATE)
     if settings.languages and (await language(ctx)) not in settings.languages:
@@ -287,5 +288,5 @@ async def sink(ctx: TaskContext, rules: SinkRules | None = None) -> Annotation:
         topic=services.output_topic, rules=rules, records=services.records,
         policy_version=services.settings.policy_version or None)
     if settings_of(ctx).dedupe_ttl_s:
-        services.dedupe.record(ctx.plan, ctx.payload.post.id)
+        services.dedupe.record(modes.dedupe_scope(ctx), ctx.payload.post.id)
     return annotation
