@@ -83,7 +83,7 @@ def test_a_stream_without_selection_selects_everything() -> None:
     ({"thread_followers": {"min": 10, "max": 5}}, "streams.0.selection.thread_followers"),
     ({"min_likes": 3}, "streams.0.selection.min_likes"),
     ({"post_types": ["original"], "thread_followers": {"min": 5}},
-     "streams.0.selection: Value error, thread_followers apply to replies only"),
+     "streams.0.selection: thread_followers apply to replies only"),
 ])
 def test_bad_selection_is_refused_at_load_naming_the_field(selection, field) -> None:
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
