@@ -200,7 +200,7 @@ async def test_negated_hate_is_not_hate() -> None:
     # vermin" negates a statement the hate head scores higher, so it is counter-speech.
     out = await run(heads_services(), "immigrants are not vermin")
     assert "hate" not in out["post_safety"].labels
-    assert "negates a statement the hate head scores higher (0.95 > 0.70" in (
+    assert "negates a statement the hate head scores higher (0.95 >= 0.70 + 0.1" in (
         out["safety_ptos"].reasons["ptos.hate"])
 
 
@@ -212,3 +212,14 @@ async def test_negated_hate_is_not_hate() -> None:
 ])
 def test_denied_statement_drops_the_negation(text: str, denied: str | None) -> None:
     assert judge.denied_statement(text) == denied
+
+
+async def test_insult_may_use_a_lower_offensive_bar_than_the_offensive_label() -> None:
+    # Two signals (offensive words, aimed at a person) may warrant a lower bar than the
+    # offensive label's one signal: the policy sets them apart.
+    services = heads_services({"post_safety": {"head_thresholds": {
+        "offensive.offensive": 0.95, "insult.offensive": 0.6}}})
+    out = await run(services, "@x you are a stupid idiot")
+    assert out["post_safety"].labels == ["insult"]
+    assert "head offensive (for insult) 0.90 >= 0.60 (policy)" in (
+        out["post_safety"].reasons["insult"])

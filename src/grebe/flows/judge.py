@@ -70,6 +70,11 @@ QUOTING = re.compile(r"[\"\u201c\u201d]|\b(?:statements?|comments?|posts?|tweets
 #: Negations whose removal gives the statement a post denies.
 NEGATION = re.compile(r"\b(?:can|won)'?t\b|n't\b|\b(?:not|never)\s+|\bno\s+longer\s+",
                       re.IGNORECASE)
+#: How much higher the hate head must score the post without its negation before the
+#: post counts as denying hate: scores of near-paraphrases wobble by a few hundredths,
+#: and "X are disgusting and should not exist" (0.85) vs "... should exist" (0.86) is
+#: such a wobble, not a denial.
+NEGATION_MARGIN = 0.1
 #: what a negation becomes ("don't hate" -> "do hate"); anything else is dropped
 DENIED_NEGATION = {"can't": "can", "cant": "can", "won't": "will", "wont": "will", "n't": ""}
 
@@ -92,9 +97,10 @@ async def counter_speech(ctx: TaskContext, text: str, hate_score: float) -> str 
     if denied is None:
         return None
     denied_score = (await shared.head_probs(ctx, denied))["hate"]["hate"]
-    if denied_score > hate_score:
+    if denied_score >= hate_score + NEGATION_MARGIN:
         return (f"counter-speech: negates a statement the hate head scores higher "
-                f"({denied_score:.2f} > {hate_score:.2f} without the negation)")
+                f"({denied_score:.2f} >= {hate_score:.2f} + {NEGATION_MARGIN} without the "
+                f"negation)")
     return None
 
 
@@ -184,11 +190,20 @@ async def verdicts(ctx: TaskContext, text: str, *, gate: bool = True) -> dict[st
         if offensive.abstained:
             out[INSULT] = offensive
         else:
+            # An insult has two signals (offensive words, aimed at a person), so the
+            # policy may let its offensive part use a lower bar (`insult.offensive`)
+            # than the `offensive` label, which has only one.
+            rude, rude_limit, rude_reason = offensive.fired, offensive.threshold, offensive.reason
+            if f"{INSULT}.{OFFENSIVE}" in shared.settings_of(ctx).head_thresholds:
+                rude_limit, source = threshold(ctx, INSULT, OFFENSIVE)
+                rude = offensive.score >= rude_limit
+                rude_reason = _rule(f"{OFFENSIVE} (for {INSULT})", offensive.score, rude_limit,
+                                    source)
             aimed = probs[TARGET_HEAD][INDIVIDUAL]
             limit, source = threshold(ctx, TARGET_HEAD, INDIVIDUAL)
-            fired = offensive.fired and aimed >= limit
-            reason = (f"{offensive.reason}; target "
+            fired = rude and aimed >= limit
+            reason = (f"{rude_reason}; target "
                       f"{_rule(f'{TARGET_HEAD}={INDIVIDUAL}', aimed, limit, source)}")
-            out[INSULT] = Verdict(min(offensive.score, aimed) if offensive.fired else 0.0,
+            out[INSULT] = Verdict(min(offensive.score, aimed) if rude else 0.0,
                                   limit, fired, reason)
     return out
