@@ -31,10 +31,10 @@ EXPECTED_HEADS = {
     "hate": ("none", "hate"),
     "threat": ("none", "threat"),
 }
-# The bar is 0.90; the shipped heads measure 0.893 (21 misses in 196 checks:
-# threats read as spam, joyful profanity under the offensive threshold, docs/quality.md).
-# This floor guards against regressions without pretending the bar is met.
-SANITY_FLOOR = 0.88
+# The bar is 0.90; heads-2026.11.23-2 (fused with char n-grams) measure 0.929
+# (14 misses in 196 checks; 0.893 before the fusion, docs/quality.md). The floor sits a
+# little under it so noise does not fail it, and a regression does.
+SANITY_FLOOR = 0.91
 BINARY = [name for name, classes in EXPECTED_HEADS.items() if len(classes) == 2]
 
 
@@ -229,9 +229,9 @@ def test_held_out_hatecheck_floors(heads: TextHeads, model: MiniLMModel) -> None
     )
 
 
-# Measured on the committed sample with heads-2026.11.23-1: hateful flagged by hate or
-# threat 0.53, threats 0.80, look-alikes flagged hate 0.175, non-threats flagged threat
-# 0.19, "I hate <object>" 0.00.
+# Measured on the committed sample with heads-2026.11.23-2: hateful flagged by hate or
+# threat 0.54, threats 0.85, look-alikes flagged hate 0.10, non-threats flagged threat
+# 0.20, "I hate <object>" 0.00 (heads-2026.11.23-1: 0.53, 0.80, 0.175, 0.19, 0.00).
 HATECHECK_FLOORS = {
     "hateful_recall": 0.45,
     "threat_recall": 0.70,
