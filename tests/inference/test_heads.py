@@ -239,3 +239,17 @@ HATECHECK_FLOORS = {
     "non_threat_threat_rate": 0.27,
     "i_hate_thing_rate": 0.10,
 }
+
+
+def test_char_ngram_features_are_sklearns_tfidf(heads: TextHeads) -> None:
+    """features() computes sublinear TF-IDF + L2 on the CSR arrays for speed; it must be
+    exactly what training fitted with (sklearn's TfidfTransformer, same IDF)."""
+    from sklearn.feature_extraction.text import TfidfTransformer
+
+    assert heads.ngrams is not None
+    texts = ["holy shit this pizza is amazing!!", "", "ok ok ok", "BUY now http://x.example"]
+    counts = heads.ngrams._vectorizer.transform(texts)
+    reference = TfidfTransformer(sublinear_tf=True).fit(counts)
+    reference.idf_ = heads.ngrams._idf.astype(np.float64)
+    np.testing.assert_allclose(heads.ngrams.features(texts).toarray(),
+                               reference.transform(counts).toarray(), atol=1e-6)
