@@ -10,6 +10,11 @@ Why heads rather than one model per label: the encoder pass (~10 ms per post on 
 is the cost; a head is a [384 x k] matmul. `predict` stacks every head's first layer
 into one matrix so N posts cost one matmul for all heads together (bench/heads.py).
 
+Binary heads may be fused with a char n-gram TF-IDF head (`grebe.inference.heads_ngram`,
+`ngram.npz` beside the heads, `fuse_weight` per head in the manifest): the embedding
+averages away the one swear word or sales phrase that the n-grams see. `predict` then
+needs the texts as well as their embeddings.
+
 The embedding must be the L2-normalised 384-d vector of `grebe.inference.minilm`
 (`embedder` names it): heads trained on one encoder's space are meaningless on another,
 so loading checks the manifest's embedder and dimension, and `predict` checks shapes.
@@ -184,7 +189,7 @@ class TextHeads:
                 )
             char = self.ngrams.probabilities(texts) if len(texts) else {}
             for name in self.ngrams.heads:
-                weight = self.heads[name].fuse_weight
+                weight = self.heads[name].fuse_weight if name in self.heads else 0.0
                 if weight > 0.0 and len(texts):
                     p = (1.0 - weight) * out[name][:, 1] + weight * char[name]
                     out[name] = np.stack([1.0 - p, p], axis=1).astype(np.float32)
