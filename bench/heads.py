@@ -62,10 +62,23 @@ def main() -> None:
             lambda: model.encode(texts), args.posts, args.repeat
         ),
         f"all {len(heads.heads)} heads, batch of {args.posts}": best_ms_per_post(
-            lambda: heads.predict(vectors), args.posts, args.repeat
+            lambda: heads.predict(vectors, texts), args.posts, args.repeat
         ),
         "all heads, one post at a time": best_ms_per_post(
-            lambda: [heads.predict(vectors[i : i + 1]) for i in range(args.posts)],
+            lambda: [
+                heads.predict(vectors[i : i + 1], texts[i : i + 1]) for i in range(args.posts)
+            ],
+            args.posts,
+            args.repeat,
+        ),
+        "of which char n-gram TF-IDF heads, batch": best_ms_per_post(
+            lambda: heads.ngrams.probabilities(texts) if heads.ngrams else None,
+            args.posts,
+            args.repeat,
+        ),
+        "of which char n-gram TF-IDF heads, one post at a time": best_ms_per_post(
+            lambda: [heads.ngrams.probabilities(texts[i : i + 1]) if heads.ngrams else None
+                     for i in range(args.posts)],
             args.posts,
             args.repeat,
         ),

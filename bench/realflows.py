@@ -246,7 +246,7 @@ def model_limit(n: int) -> dict:
             for batch in batches:
                 vectors = await models.embedder.embed(batch)
                 if models.heads is not None:  # what the flows call: every head, one pass
-                    models.heads.predict(vectors)
+                    models.heads.predict(vectors, batch)
                 else:  # the pre-heads models
                     if hasattr(models.spam_head, "ready"):  # loaded on first use
                         await models.spam_head.ready()

@@ -22,6 +22,7 @@ import argparse
 import datetime
 import json
 import sys
+import tempfile
 import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from typing import Any
 import heads_corpora as hc
 import numpy as np
 from heads_embed import DEFAULT_CORPORA, EmbeddingCache
+from heads_ngram_fit import choose_fusion, fit_ngram_heads
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import average_precision_score, f1_score
@@ -44,6 +46,7 @@ from grebe.inference.heads import (
     file_sha256,
     packaged_heads_dir,
 )
+from grebe.inference.heads_ngram import ANALYZER, N_FEATURES, NGRAM_RANGE, CharNgrams
 from grebe.inference.minilm import DIM, MODEL_NAME
 
 SEED = 0
@@ -53,6 +56,21 @@ MLP_ALPHA = 1e-3
 OPERATING_FPRS = (0.005, 0.01, 0.02, 0.05)  # printed so the stated FPR is a visible choice
 LANGUAGES = ("en",)  # every corpus is English; the heads abstain elsewhere (docs/quality.md)
 BENIGN = {"davidson": "neither", "olid": "NOT"}  # ordinary posts from real data
+NGRAM_FILE = "ngram.npz"
+
+
+@dataclass(frozen=True)
+class Fused:
+    """An embedding head averaged with its char n-gram head, as TextHeads.predict does."""
+
+    model: Any
+    ngrams: CharNgrams
+    head: str
+    weight: float
+
+    def proba(self, x: np.ndarray, texts: list[str]) -> np.ndarray:
+        char = self.ngrams.probabilities(texts)[self.head]
+        return (1 - self.weight) * self.model.predict_proba(x)[:, 1] + self.weight * char
 
 
 @dataclass(frozen=True)
@@ -221,10 +239,29 @@ class Trainer:
             print("    val recall at FPR " + ", ".join(f"{f:.3f}: {r:.3f}" for f, r in points))
         return model, kind, threshold
 
+    def scores(self, model: Any, rows: list[hc.Row]) -> np.ndarray:
+        texts = [r.text for r in rows]
+        x = self.cache.matrix(texts)
+        return model.proba(x, texts) if isinstance(model, Fused) else model.predict_proba(x)[:, 1]
+
     def flags(self, model: Any, rows: list[hc.Row], threshold: float) -> np.ndarray:
         if not rows:
             return np.zeros(0, dtype=bool)
-        return model.predict_proba(self.cache.matrix([r.text for r in rows]))[:, 1] >= threshold
+        return self.scores(model, rows) >= threshold
+
+    def fuse(
+        self, head: str, spec: HeadSpec, model: Any, ngrams: CharNgrams
+    ) -> tuple[Any, float, float]:
+        """(model, fusion weight, threshold): the weight best on val AP; the threshold
+        re-chosen on the fused val scores at the head's FPR."""
+        val = labelled(self.rows, head, spec.sources, "val")
+        texts = [r.text for r in val]
+        yv = np.array([r.labels[head] for r in val])
+        emb = model.predict_proba(self.cache.matrix(texts))[:, 1]
+        weight, combine = choose_fusion(emb, ngrams.probabilities(texts)[head], yv)
+        fused = combine(emb, ngrams.probabilities(texts)[head])
+        return (Fused(model, ngrams, head, weight) if weight > 0 else model, weight,
+                threshold_at(fused[yv == 0], spec.target_fpr))
 
     def report_binary(
         self, head: str, model: Any, threshold: float, spec: HeadSpec
@@ -375,10 +412,36 @@ def main() -> None:
         "heads": {},
     }
     weights: dict[str, dict[str, np.ndarray]] = {}
+    binary = [h for h, spec in heads.items() if len(spec.classes) == 2]
+    ngram_dir = args.out if not (args.dry_run or args.heads) else Path(tempfile.mkdtemp())
+    ngram_dir.mkdir(parents=True, exist_ok=True)
+    print(f"== char n-gram heads for {binary}")
+    ngrams = fit_ngram_heads(
+        [r.text for r in rows if r.split == "train" and r.corpus != "hatecheck"],
+        {
+            h: (labelled(rows, h, heads[h].sources, "train"),
+                labelled(rows, h, heads[h].sources, "val"))
+            for h in binary
+        },
+        ngram_dir / NGRAM_FILE,
+    )
+    manifest["ngram"] = {
+        "file": NGRAM_FILE,
+        "sha256": file_sha256(ngram_dir / NGRAM_FILE),
+        "analyzer": ANALYZER,
+        "ngram_range": list(NGRAM_RANGE),
+        "n_features": N_FEATURES,
+        "heads": binary,
+    }
     for head, spec in heads.items():
         print(f"== {head}: {spec.why}")
         model, kind, threshold = trainer.train_head(head, spec)
-        layers, output = layers_of(model, len(spec.classes))
+        weight = 0.0
+        if head in binary:
+            model, weight, threshold = trainer.fuse(head, spec, model, ngrams)
+            kind += f" + char n-gram LR, fuse weight {weight}" if weight else ""
+        layers, output = layers_of(model.model if isinstance(model, Fused) else model,
+                                   len(spec.classes))
         weights[head] = {
             f"{'W' if i % 2 == 0 else 'b'}{i // 2}": a.astype(np.float32)
             for i, a in enumerate(layers)
@@ -397,6 +460,7 @@ def main() -> None:
             "languages": list(LANGUAGES),
             "thresholds": thresholds,
             "target_fpr": spec.target_fpr,
+            "fuse_weight": weight,
             "sources": list(spec.sources),
             "licences": {s: hc.SOURCES[s]["licence"] for s in spec.sources},
             "model": kind,

@@ -133,12 +133,14 @@ class KeywordHeads:
         return {
             "spam": binary(0.95 if hits(HEAD_WORDS["spam"]) >= 2 else 0.05),
             "offensive": binary(0.9 if hits(HEAD_WORDS["offensive"]) else 0.03),
-            "hate": binary(0.95 if hits(HEAD_WORDS["hate"]) else 0.02),
+            "hate": binary((0.7 if "not" in tokens else 0.95) if hits(HEAD_WORDS["hate"])
+                           else 0.02),
             "threat": binary(0.93 if hits(HEAD_WORDS["threat"]) else 0.02),
             "target": np.array(target, dtype=np.float32) / sum(target),
         }
 
-    def predict(self, embeddings: np.ndarray) -> dict[str, np.ndarray]:
+    def predict(self, embeddings: np.ndarray,
+                texts: Sequence[str] | None = None) -> dict[str, np.ndarray]:
         self.calls += 1
         rows = [self._row(self._embedder.texts[row.tobytes()]) for row in embeddings]
         return {name: np.stack([r[name] for r in rows]) for name in self.heads}

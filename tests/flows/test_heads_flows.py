@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from grebe.core.planmaster import PlanMaster
-from grebe.flows import registry
+from grebe.flows import judge, registry
 from grebe.flows.services import FlowServices
 from grebe.types import TaskStatus
 
@@ -181,3 +181,45 @@ async def test_heads_path_is_never_safe_with_unchecked_media() -> None:
         "a lovely day at the beach", eligibilities=frozenset({"post_safety"}),
         media=(Media(kind="image", url="https://x/1.jpg"),)))
     assert results[0].output.labels == ["media_unchecked"]
+
+
+@pytest.mark.parametrize("text", [
+    "calling immigrants vermin is wrong",
+    "people who say immigrants are vermin, that is hateful",
+    "stop calling immigrants vermin",
+])
+async def test_counter_speech_that_denounces_hate_is_not_hate(text: str) -> None:
+    out = await run(heads_services(), text)
+    assert "hate" not in out["post_safety"].labels, out["post_safety"].reasons
+    assert "hate" not in out["safety_ptos"].labels
+    assert "counter-speech: denounces hate" in out["safety_ptos"].reasons["ptos.hate"]
+
+
+async def test_negated_hate_is_not_hate() -> None:
+    # The double scores "vermin" 0.95, and 0.7 under a "not": "immigrants are not
+    # vermin" negates a statement the hate head scores higher, so it is counter-speech.
+    out = await run(heads_services(), "immigrants are not vermin")
+    assert "hate" not in out["post_safety"].labels
+    assert "negates a statement the hate head scores higher (0.95 >= 0.70 + 0.1" in (
+        out["safety_ptos"].reasons["ptos.hate"])
+
+
+@pytest.mark.parametrize(("text", "denied"), [
+    ("immigrants are not the problem", "immigrants are the problem"),
+    ("I don't hate gay people", "I do hate gay people"),
+    ("women can't be trusted", "women can be trusted"),
+    ("gay people are disgusting", None),
+])
+def test_denied_statement_drops_the_negation(text: str, denied: str | None) -> None:
+    assert judge.denied_statement(text) == denied
+
+
+async def test_insult_may_use_a_lower_offensive_bar_than_the_offensive_label() -> None:
+    # Two signals (offensive words, aimed at a person) may warrant a lower bar than the
+    # offensive label's one signal: the policy sets them apart.
+    services = heads_services({"post_safety": {"head_thresholds": {
+        "offensive.offensive": 0.95, "insult.offensive": 0.6}}})
+    out = await run(services, "@x you are a stupid idiot")
+    assert out["post_safety"].labels == ["insult"]
+    assert "head offensive (for insult) 0.90 >= 0.60 (policy)" in (
+        out["post_safety"].reasons["insult"])

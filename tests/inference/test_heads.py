@@ -31,10 +31,10 @@ EXPECTED_HEADS = {
     "hate": ("none", "hate"),
     "threat": ("none", "threat"),
 }
-# The issue's bar is 0.90; the shipped heads measure 0.893 (21 misses in 196 checks:
-# threats read as spam, joyful profanity under the offensive threshold, docs/quality.md).
-# This floor guards against regressions without pretending the bar is met.
-SANITY_FLOOR = 0.88
+# The issue's bar is 0.90; heads-2026.11.23-2 (fused with char n-grams) measure 0.929
+# (14 misses in 196 checks; 0.893 before the fusion, docs/quality.md). The floor sits a
+# little under it so noise does not fail it, and a regression does.
+SANITY_FLOOR = 0.91
 BINARY = [name for name, classes in EXPECTED_HEADS.items() if len(classes) == 2]
 
 
@@ -78,6 +78,9 @@ def test_packaged_heads_have_the_agreed_names_classes_and_provenance(
             assert all(len(digest) == 64 for digest in recorded["sha256"].values())
         assert set(spec["rows"]) == {"train", "val", "test"}
         assert spec["test_metrics"], name
+    ngram = packaged_heads_dir() / manifest["ngram"]["file"]
+    assert file_sha256(ngram) == manifest["ngram"]["sha256"]
+    assert ngram.stat().st_size < 2_000_000  # float16, small enough for git
     for name in BINARY:
         info = heads.heads[name]
         assert set(info.thresholds) == {info.classes[1]}
@@ -85,17 +88,20 @@ def test_packaged_heads_have_the_agreed_names_classes_and_provenance(
         assert 0.0 < info.target_fpr <= 0.05
 
 
+TEXTS = ["hello", "buy now", "you idiot", "", "ok", "fine day", "x"]
+
+
 def test_predict_gives_probabilities_per_head(heads: TextHeads) -> None:
     rng = np.random.default_rng(0)
     x = rng.normal(size=(7, DIM)).astype(np.float32)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
-    probs = heads.predict(x)
+    probs = heads.predict(x, TEXTS)
     assert set(probs) == set(EXPECTED_HEADS)
     for name, p in probs.items():
         assert p.shape == (7, len(EXPECTED_HEADS[name])) and p.dtype == np.float32
         assert np.all((p >= 0) & (p <= 1))
         np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-5)
-    assert {k: v.shape for k, v in heads.predict(x[:0]).items()} == {
+    assert {k: v.shape for k, v in heads.predict(x[:0], []).items()} == {
         k: (0, len(c)) for k, c in EXPECTED_HEADS.items()
     }
 
@@ -104,7 +110,9 @@ def test_stacked_matmul_equals_each_head_on_its_own(heads: TextHeads) -> None:
     """predict() runs all first layers as one matmul; slicing must not mix heads up."""
     rng = np.random.default_rng(1)
     x = rng.normal(size=(5, DIM)).astype(np.float32)
-    probs = heads.predict(x)
+    probs = heads.predict(x, TEXTS[:5])
+    assert heads.ngrams is not None
+    char = heads.ngrams.probabilities(TEXTS[:5])
     for name in EXPECTED_HEADS:
         with np.load(packaged_heads_dir() / f"{name}.npz") as data:
             act = x @ data["W0"] + data["b0"]
@@ -113,6 +121,8 @@ def test_stacked_matmul_equals_each_head_on_its_own(heads: TextHeads) -> None:
             output = str(data["output"])
         if output == OUTPUT_SIGMOID:
             p1 = 1 / (1 + np.exp(np.clip(-act[:, 0], -50, 50)))
+            w = heads.heads[name].fuse_weight
+            p1 = (1 - w) * p1 + w * char[name] if w else p1
             want = np.stack([1 - p1, p1], axis=1)
         else:
             e = np.exp(act - act.max(axis=1, keepdims=True))
@@ -125,7 +135,36 @@ def test_stacked_matmul_equals_each_head_on_its_own(heads: TextHeads) -> None:
 )
 def test_predict_rejects_wrong_shapes_and_non_finite(heads: TextHeads, bad: np.ndarray) -> None:
     with pytest.raises(InferenceError):
-        heads.predict(bad)
+        heads.predict(bad, ["a"] * len(bad))
+
+
+def test_fused_heads_need_the_texts(heads: TextHeads) -> None:
+    """Thresholds of a fused head were chosen on the fused score: the embedding half
+    alone is no valid score, so a caller that forgets the texts gets an error."""
+    assert any(info.fuse_weight > 0 for info in heads.heads.values())
+    x = np.zeros((2, DIM), np.float32)
+    for texts in (None, ["only one"]):
+        with pytest.raises(InferenceError, match="read the texts too"):
+            heads.predict(x, texts)
+
+
+def test_char_ngrams_read_the_words_the_embedding_averages_away(heads: TextHeads) -> None:
+    assert heads.ngrams is not None
+    p = heads.ngrams.probabilities(["holy shit this pizza is amazing", "this pizza is amazing",
+                                    "50% off, buy now, free shipping http://x.example",
+                                    "had a nice walk"])
+    assert p["offensive"][0] > 0.5 > p["offensive"][1]
+    assert p["spam"][2] > 0.5 > p["spam"][3]
+
+
+def test_load_refuses_ngram_weights_that_do_not_match_the_manifest(tmp_path: Path) -> None:
+    shutil.copytree(packaged_heads_dir(), tmp_path / "heads")
+    with np.load(tmp_path / "heads" / "ngram.npz") as data:
+        arrays = dict(data)
+    arrays["bias"] = arrays["bias"] + 1.0
+    np.savez_compressed(tmp_path / "heads" / "ngram.npz", **arrays)
+    with pytest.raises(InferenceError, match="sha256"):
+        TextHeads.load(tmp_path / "heads")
 
 
 def test_load_refuses_weights_that_do_not_match_the_manifest(tmp_path: Path) -> None:
@@ -149,7 +188,8 @@ def test_hand_written_sanity_set_agrees(heads: TextHeads, model: MiniLMModel) ->
     joy, ordinary posts, real promotion, insults, identity hate, threats."""
     posts = json.loads((DATA / "heads_sanity_posts.json").read_text())["posts"]
     assert len(posts) >= 60
-    probs = heads.predict(model.encode([p["text"] for p in posts]))
+    texts = [p["text"] for p in posts]
+    probs = heads.predict(model.encode(texts), texts)
     flags = {name: flagged(heads, probs, name) for name in BINARY}
     checks = [
         (flags[h][i] == bool(want), p["text"], h)
@@ -166,7 +206,8 @@ def test_held_out_hatecheck_floors(heads: TextHeads, model: MiniLMModel) -> None
     """Floors a few points under what the shipped heads measure on this sample
     (docs/quality.md): identity hate found, threats found, look-alikes left alone."""
     cases = json.loads((DATA / "hatecheck_sample.json").read_text())["cases"]
-    probs = heads.predict(model.encode([c["text"] for c in cases]))
+    texts = [c["text"] for c in cases]
+    probs = heads.predict(model.encode(texts), texts)
     hate, threat = flagged(heads, probs, "hate"), flagged(heads, probs, "threat")
     by_func: dict[str, list[int]] = defaultdict(list)
     for i, case in enumerate(cases):
@@ -188,9 +229,9 @@ def test_held_out_hatecheck_floors(heads: TextHeads, model: MiniLMModel) -> None
     )
 
 
-# Measured on the committed sample with heads-2026.11.23-1: hateful flagged by hate or
-# threat 0.53, threats 0.80, look-alikes flagged hate 0.175, non-threats flagged threat
-# 0.19, "I hate <object>" 0.00.
+# Measured on the committed sample with heads-2026.11.23-2: hateful flagged by hate or
+# threat 0.54, threats 0.85, look-alikes flagged hate 0.10, non-threats flagged threat
+# 0.20, "I hate <object>" 0.00 (heads-2026.11.23-1: 0.53, 0.80, 0.175, 0.19, 0.00).
 HATECHECK_FLOORS = {
     "hateful_recall": 0.45,
     "threat_recall": 0.70,
@@ -198,3 +239,17 @@ HATECHECK_FLOORS = {
     "non_threat_threat_rate": 0.27,
     "i_hate_thing_rate": 0.10,
 }
+
+
+def test_char_ngram_features_are_sklearns_tfidf(heads: TextHeads) -> None:
+    """features() computes sublinear TF-IDF + L2 on the CSR arrays for speed; it must be
+    exactly what training fitted with (sklearn's TfidfTransformer, same IDF)."""
+    from sklearn.feature_extraction.text import TfidfTransformer
+
+    assert heads.ngrams is not None
+    texts = ["holy shit this pizza is amazing!!", "", "ok ok ok", "BUY now http://x.example"]
+    counts = heads.ngrams._vectorizer.transform(texts)
+    reference = TfidfTransformer(sublinear_tf=True).fit(counts)
+    reference.idf_ = heads.ngrams._idf.astype(np.float64)
+    np.testing.assert_allclose(heads.ngrams.features(texts).toarray(),
+                               reference.transform(counts).toarray(), atol=1e-6)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -128,8 +129,9 @@ class HeadsService:
     async def stop(self) -> None:
         self._heads = None
 
-    def predict(self, embeddings: np.ndarray) -> dict[str, np.ndarray]:
-        return dict(self._loaded().predict(embeddings))
+    def predict(self, embeddings: np.ndarray,
+                texts: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        return dict(self._loaded().predict(embeddings, texts))
 
 
 def _is_lazy(part: Any) -> bool:

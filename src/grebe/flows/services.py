@@ -66,7 +66,8 @@ class SpamScorer(Protocol):
 @runtime_checkable
 class TextHeadScorer(Protocol):
     """grebe.inference.heads.TextHeads as flows use it: trained heads that all read one
-    embedding of a text. `heads` maps a head name to its HeadInfo (classes, languages,
+    embedding of a text (and, for heads fused with char n-grams, the text itself:
+    `predict(embeddings, texts)`). `heads` maps a head name to its HeadInfo (classes, languages,
     validation thresholds, target_fpr, sources)."""
 
     @property
@@ -78,7 +79,8 @@ class TextHeadScorer(Protocol):
     @property
     def heads(self) -> dict[str, Any]: ...
 
-    def predict(self, embeddings: np.ndarray) -> dict[str, np.ndarray]: ...
+    def predict(self, embeddings: np.ndarray,
+                texts: Sequence[str] | None = None) -> dict[str, np.ndarray]: ...
 
 
 @runtime_checkable

@@ -151,7 +151,7 @@ async def head_probs(ctx: TaskContext, text: str) -> dict[str, dict[str, float]]
     ctx.output.model_versions["heads"] = heads.version
 
     async def compute() -> dict[str, dict[str, float]]:
-        probs = heads.predict(vector[None, :])
+        probs = heads.predict(vector[None, :], [text])
         return {name: {c: float(p) for c, p in zip(info.classes, probs[name][0], strict=True)}
                 for name, info in heads.heads.items()}
 

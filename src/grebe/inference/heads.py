@@ -10,6 +10,11 @@ Why heads rather than one model per label: the encoder pass (~10 ms per post on 
 is the cost; a head is a [384 x k] matmul. `predict` stacks every head's first layer
 into one matrix so N posts cost one matmul for all heads together (bench/heads.py).
 
+Binary heads may be fused with a char n-gram TF-IDF head (`grebe.inference.heads_ngram`,
+`ngram.npz` beside the heads, `fuse_weight` per head in the manifest): the embedding
+averages away the one swear word or sales phrase that the n-grams see. `predict` then
+needs the texts as well as their embeddings.
+
 The embedding must be the L2-normalised 384-d vector of `grebe.inference.minilm`
 (`embedder` names it): heads trained on one encoder's space are meaningless on another,
 so loading checks the manifest's embedder and dimension, and `predict` checks shapes.
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -27,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from grebe.errors import InferenceError
+from grebe.inference.heads_ngram import CharNgrams
 
 MANIFEST = "manifest.json"
 OUTPUT_SOFTMAX = "softmax"
@@ -51,6 +58,9 @@ class HeadInfo:
     thresholds: dict[str, float]
     target_fpr: float  # the FPR those thresholds were chosen at
     sources: tuple[str, ...]  # training data names (keys of the manifest's "sources")
+    # weight of the char n-gram head in the fused probability (0: embedding only),
+    # chosen on the validation split (grebe.inference.heads_ngram)
+    fuse_weight: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -88,7 +98,10 @@ class TextHeads:
     same L2-normalised 384-d MiniLM int8 embedding of a text: one encoder pass, many heads."""
 
     def __init__(
-        self, manifest: dict[str, Any], nets: dict[str, tuple[np.ndarray, np.ndarray, _Net]]
+        self,
+        manifest: dict[str, Any],
+        nets: dict[str, tuple[np.ndarray, np.ndarray, _Net]],
+        ngrams: CharNgrams | None = None,
     ):
         self.manifest = manifest
         self.version: str = str(manifest["version"])
@@ -102,7 +115,13 @@ class TextHeads:
                 thresholds={k: float(v) for k, v in spec["thresholds"].items()},
                 target_fpr=float(spec["target_fpr"]),
                 sources=tuple(spec["sources"]),
+                fuse_weight=float(spec.get("fuse_weight", 0.0)),
             )
+        fused = {name for name, info in self.heads.items() if info.fuse_weight > 0.0}
+        if fused - set(ngrams.heads if ngrams is not None else ()):
+            raise InferenceError(f"heads {sorted(fused)} are fused with char n-grams, but the "
+                                 f"n-gram weights hold {ngrams.heads if ngrams else 'nothing'}")
+        self.ngrams = ngrams
         self._nets = {name: nets[name][2] for name in self.heads}
         self._first_w = np.concatenate([nets[n][0] for n in self.heads], axis=1)
         self._first_b = np.concatenate([nets[n][1] for n in self.heads])
@@ -128,12 +147,23 @@ class TextHeads:
                 if file_sha256(file) != spec["sha256"]:
                     raise InferenceError(f"head {name}: {file} does not match its manifest sha256")
                 nets[name] = _load_net(file, dim)
-            return cls(manifest, nets)
+            ngrams = None
+            if "ngram" in manifest:
+                file = root / manifest["ngram"]["file"]
+                if file_sha256(file) != manifest["ngram"]["sha256"]:
+                    raise InferenceError(f"{file} does not match its manifest sha256")
+                ngrams = CharNgrams.load(file)
+            return cls(manifest, nets, ngrams)
         except (OSError, KeyError, ValueError, TypeError) as exc:
             raise InferenceError(f"cannot load text heads from {root}: {exc!r}") from exc
 
-    def predict(self, embeddings: np.ndarray) -> dict[str, np.ndarray]:
-        """[N, 384] float32 -> {head name: [N, n_classes] probabilities}"""
+    def predict(
+        self, embeddings: np.ndarray, texts: Sequence[str] | None = None
+    ) -> dict[str, np.ndarray]:
+        """[N, 384] float32 (and the N texts behind them) -> {head name: [N, n_classes]
+        probabilities}. A fused head averages its embedding head with its char n-gram
+        head (`fuse_weight`); its thresholds were chosen on that average, so without the
+        texts there is no valid score and this fails instead of guessing."""
         matrix = np.asarray(embeddings, dtype=np.float32)
         if matrix.ndim != 2 or matrix.shape[1] != self.dim:
             raise InferenceError(
@@ -151,6 +181,18 @@ class TextHeads:
             for w, b in net.hidden:
                 act = np.maximum(act, 0.0) @ w + b
             out[name] = _probabilities(act, net.output)
+        if self.ngrams is not None:
+            if texts is None or len(texts) != matrix.shape[0]:
+                raise InferenceError(
+                    f"heads {list(self.ngrams.heads)} read the texts too: pass the "
+                    f"{matrix.shape[0]} texts behind the embeddings"
+                )
+            char = self.ngrams.probabilities(texts) if len(texts) else {}
+            for name in self.ngrams.heads:
+                weight = self.heads[name].fuse_weight if name in self.heads else 0.0
+                if weight > 0.0 and len(texts):
+                    p = (1.0 - weight) * out[name][:, 1] + weight * char[name]
+                    out[name] = np.stack([1.0 - p, p], axis=1).astype(np.float32)
         return out
 
 

@@ -1,0 +1,80 @@
+"""The hand-written sanity set across the hard edges (tests/flows/data/sanity_edges.jsonl:
+harmless "hate"/"kill"/"shoot", profanity in joy, ordinary posts, promotion, insults,
+identity hate, threats) through the real flows with the real text models, judged per
+post. The issue's bar is >= 90% agreement, not 100%, so nothing is fitted to it (the
+set is never training data and never picks a threshold); AGREEMENT_FLOOR says where the
+flows stand."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from grebe.config import load_config
+from grebe.core.planmaster import PlanMaster
+from grebe.flows import registry
+from grebe.flows.models import build_models
+from grebe.flows.settings import FlowSettings
+from grebe.stores.base import MemoryStore
+from grebe.types import Post, TaskPayload, TaskStatus
+
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+
+DATA = Path(__file__).parent / "data" / "sanity_edges.jsonl"
+TEXT_PLANS = frozenset({"spam_comment", "post_safety", "safety_ptos"})
+HARMFUL = frozenset({"spam", "offensive", "insult", "hate", "threat"})
+RESTRICTIVE = (":remove", ":limit_reach")
+#: labels a post may carry beside the expected ones: an insult is offensive, and a
+#: threat or identity hate is often abusive too (hate and threat together included)
+TOLERATED = {"insult": {"offensive"}, "hate": {"threat", "offensive", "insult"},
+             "threat": {"hate", "offensive", "insult"}}
+#: The issue's bar is 0.90 per post; the flows measure 0.750 (48 of 64) with
+#: heads-2026.11.23-2 and policy 2026.11.23-3 (0.703 before): joyful profanity under the
+#: offensive threshold, threats missed or read as spam (docs/quality.md). This floor
+#: guards against regressions without pretending the bar is met.
+AGREEMENT_FLOOR = 0.73
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def master() -> AsyncIterator[PlanMaster]:
+    config = load_config(inference={"ocr": "none", "nsfw": "none", "transcriber": "none"})
+    settings = FlowSettings.from_section({"defaults": {"dedupe_ttl_s": 0}})
+    models = build_models(config, settings)
+    services = registry.assemble(settings, models=models, store=MemoryStore())
+    for component in models.components():
+        await component.start()
+    try:
+        yield PlanMaster(registry.PLANS, services=services)
+    finally:
+        for component in reversed(models.components()):
+            await component.stop()
+
+
+def agrees(expected: set[str], labels: set[str]) -> bool:
+    """Every expected label fired, no other harmful label did (beyond TOLERATED), and a
+    post that should get nothing gets no remove/limit action."""
+    allowed = expected.union(*(TOLERATED.get(label, set()) for label in expected))
+    harmful = labels & HARMFUL
+    restrictive = [label for label in labels if label.endswith(RESTRICTIVE)]
+    return expected <= harmful and harmful <= allowed and not (restrictive and not expected)
+
+
+async def test_sanity_edges_agree_through_the_flows(master: PlanMaster) -> None:
+    rows = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
+    assert len(rows) >= 60
+    misses = []
+    for i, row in enumerate(rows):
+        # one author per post: the enforcement history must not escalate across posts
+        post = Post(id=f"edge-{i}", author_id=f"author-{i}", text=row["text"])
+        results = await master.run_plans(TaskPayload(payload_id=post.id, post=post,
+                                                     eligibilities=TEXT_PLANS))
+        assert all(r.status == TaskStatus.SUCCESS for r in results), [r.error for r in results]
+        labels = set().union(*(r.output.labels for r in results))
+        if not agrees(set(row["expected"]), labels):
+            misses.append((row["text"], row["expected"], sorted(labels)))
+    agreement = 1 - len(misses) / len(rows)
+    assert agreement >= AGREEMENT_FLOOR, f"agreement {agreement:.3f}; misses: {misses}"
