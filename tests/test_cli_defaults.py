@@ -18,7 +18,7 @@ def test_no_config_ingest_then_run_annotates_with_the_default_flows(tmp_path, mo
     lines: list[str] = []
     handler = logging.Handler(logging.INFO)
     handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
-    coverage_log = logging.getLogger("grebe.core.coverage")
+    coverage_log = logging.getLogger("grebe.app.coverage")
     level = coverage_log.level
     coverage_log.setLevel(logging.INFO)
     coverage_log.addHandler(handler)

@@ -102,7 +102,7 @@ def run(
     """Run the pipeline until SIGINT/SIGTERM (a second signal forces exit).
 
     Exit codes: 0 drained, 1 failed, 3 drain window ran out (the rest is redelivered)."""
-    from grebe.core.supervisor import run as run_supervisor
+    from grebe.app.supervisor import run as run_supervisor
 
     settings = _pipeline_config(config)
     _core_logging(verbose)

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from grebe import constants as C
+from grebe.app.supervisor import Runtime
 from grebe.brokers.factory import local_dead_letter_count, local_log
 from grebe.brokers.local import LocalProducer
 from grebe.config import GrebeConfig, load_config
-from grebe.core.supervisor import Runtime
 from grebe.ingest import IngestReport, ingest, read_lines
 from grebe.stores.sqlite import SqliteStore
 

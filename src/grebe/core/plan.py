@@ -182,7 +182,7 @@ class Plan:
         task_timeout_s: float | None = None,
     ) -> None:
         """`task_timeout_s=None`: the deployment's default (`engine.task_timeout_s`,
-        applied by core.bundle.build_bundle; DEFAULT_TASK_TIMEOUT_S until then)."""
+        applied by grebe.app.bundles.build_bundle; DEFAULT_TASK_TIMEOUT_S until then)."""
         if not isinstance(name, str) or not name:
             raise PlanError(f"a plan name must be a non-empty string, got {name!r}")
         if not isinstance(eligibility, str) or not eligibility:

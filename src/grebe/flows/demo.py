@@ -182,8 +182,8 @@ async def run_demo(
 ) -> DemoSummary:
     """Build, ingest, process, summarise. `on_progress(done, total)` is called while
     the runtime works (messages committed so far)."""
+    from grebe.app.supervisor import Runtime
     from grebe.brokers.factory import local_log
-    from grebe.core.supervisor import Runtime
     from grebe.flows.report import write_report
     from grebe.stores.sqlite import iter_all
 

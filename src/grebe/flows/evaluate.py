@@ -246,9 +246,9 @@ async def run_flows(config: GrebeConfig, examples: list[Example]) -> tuple[
     number of dead letters."""
     import asyncio
 
+    from grebe.app.supervisor import Runtime
     from grebe.brokers.factory import local_dead_letter_count, local_log
     from grebe.brokers.local import LocalProducer
-    from grebe.core.supervisor import Runtime
     from grebe.stores.sqlite import iter_all
 
     producer = LocalProducer(local_log(config))
