@@ -7,8 +7,9 @@ import pytest
 
 from grebe.app.engines import process_executor
 from grebe.config import load_config
-from grebe.core.engine import EngineDiedError, EngineStartError
+from grebe.core.engine import EngineDiedError, EngineStartError, ProcessExecutor
 from grebe.core.engine_ipc import Results, Submit, decoder, pack_frame
+from grebe.core.settings import BundleRecipe, EngineSettings
 from grebe.errors import DecodeError
 from grebe.types import Post, TaskPayload, TaskResult, TaskStatus
 
@@ -33,6 +34,12 @@ PLANS = textwrap.dedent(
 
     def broken(config):
         raise RuntimeError("no model here")
+
+    def from_label(label):  # a recipe builder with no config at all: core needs none
+        async def tag(ctx):
+            ctx.output.labels.append(label)
+
+        return PlanBundle(plans=[Plan("tag", {"tag": tag}, eligibility="echo")])
 
     class _SlowToStop:
         async def start(self):
@@ -103,6 +110,29 @@ async def test_round_trip_through_two_engines(tmp_path, plans_module):
     finally:
         await executor.stop()
     assert executor.pids == []
+
+
+async def test_engines_build_their_plans_from_a_recipe_without_any_config(plans_module):
+    """core's ProcessExecutor takes settings and a BundleRecipe (strings): the engine
+    imports the builder by name and calls it with the argument."""
+    executor = ProcessExecutor(
+        EngineSettings(processes=1, concurrency=4),
+        BundleRecipe(builder=f"{plans_module}:from_label", argument="from-the-recipe"),
+    )
+    await executor.start()
+    try:
+        results = await asyncio.gather(*(executor.submit(_payload(i)) for i in range(10)))
+        assert all(r.success and r.labels == ["from-the-recipe"] for r in results)
+    finally:
+        await executor.stop()
+
+
+async def test_a_recipe_naming_a_missing_builder_fails_the_start(plans_module):
+    executor = ProcessExecutor(
+        EngineSettings(processes=1), BundleRecipe(f"{plans_module}:no_such", "x")
+    )
+    with pytest.raises(EngineStartError, match="has no function 'no_such'"):
+        await executor.start()
 
 
 async def test_engine_that_cannot_start_reports_why(tmp_path, plans_module):
