@@ -33,17 +33,12 @@ from grebe.core.engine import ProcessExecutor
 from grebe.core.engine_process import tune_gc
 from grebe.core.executor import Executor, InlineExecutor
 from grebe.core.metrics import DispatcherMetrics, NullMetrics, PrometheusMetrics
-from grebe.core.ratelimit import limiter_uri as storage_uri
+from grebe.core.ratelimit import limiter_uri
 from grebe.core.signals import ShutdownSignals
 from grebe.core.source import Source
 from grebe.errors import ConfigError, GrebeError
 
 log = logging.getLogger(__name__)
-
-
-def limiter_uri(config: GrebeConfig) -> str:
-    """Where QPS budgets are counted: in process, or in the shared Redis."""
-    return storage_uri(config.rate_limits.storage, config.redis.url)
 
 
 SourceFactory = Callable[[StreamConfig, GrebeConfig], Source]
@@ -103,7 +98,7 @@ class Runtime:
             self.dispatcher = Dispatcher(
                 streams, self.executor, dispatcher_settings(config.dispatcher),
                 metrics=metrics,
-                limiter_storage=limiter_uri(config),
+                limiter_storage=limiter_uri(config.rate_limits.storage, config.redis.url),
                 limiter_namespace=config.redis.namespace,
             )
         except BaseException:
