@@ -35,7 +35,7 @@ from grebe.core.executor import Executor, InlineExecutor
 from grebe.core.metrics import DispatcherMetrics, NullMetrics, PrometheusMetrics
 from grebe.core.ratelimit import limiter_uri
 from grebe.core.signals import ShutdownSignals
-from grebe.core.source import Source
+from grebe.core.source import ReportsCommitted, ReportsDrained, Source
 from grebe.errors import ConfigError, GrebeError
 
 log = logging.getLogger(__name__)
@@ -181,22 +181,17 @@ class Runtime:
         (RabbitMQ) has no offsets: until it is drained and nothing is in hand."""
         targets = []
         for source in self.sources:
-            if not _can_report_caught_up(source):
-                raise GrebeError(f"source {source.name} cannot report when it is caught up")
-            wait_drained = getattr(source, "wait_drained", None)
-            if wait_drained is not None:
-                targets.append(wait_drained())
+            if isinstance(source, ReportsDrained):
+                targets.append(source.wait_drained())
+            elif isinstance(source, ReportsCommitted):
+                targets.append(source.wait_committed(await source.end_offsets()))
             else:
-                targets.append(source.wait_committed(await source.end_offsets()))  # type: ignore[attr-defined]
+                raise GrebeError(f"source {source.name} cannot report when it is caught up")
         await asyncio.gather(*targets)
 
 
 def _can_report_caught_up(source: Source) -> bool:
-    if callable(getattr(source, "wait_drained", None)):
-        return True
-    return callable(getattr(source, "end_offsets", None)) and callable(
-        getattr(source, "wait_committed", None)
-    )
+    return isinstance(source, ReportsDrained | ReportsCommitted)
 
 
 async def _quietly(what: str, stop: Callable[[], Any]) -> None:

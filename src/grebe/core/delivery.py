@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from grebe.core.ratelimit import qps_item
 from grebe.core.settings import StreamSettings
-from grebe.core.source import Message, Source
+from grebe.core.source import Message, ReportsLag, Source
 from grebe.types import TaskPayload, TaskResult
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ class StreamState:
         self.ready_at = 0.0  # epoch seconds; later while its QPS budget or an error holds it
         self.empty_round = -2  # the round its last poll came back empty, or -2
         self.errors = 0
-        self.has_lag = callable(getattr(stream.source, "lag", None))
+        self.has_lag = isinstance(stream.source, ReportsLag)
         self.next_lag_at = 0.0
         self.unreported_done = 0  # acked since the completer last told the metrics
 

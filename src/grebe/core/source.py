@@ -7,7 +7,7 @@ It must not consider a message consumed (commit an offset, ack a delivery) befor
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Protocol, runtime_checkable
 
 import msgspec
@@ -58,6 +58,35 @@ class Source(Protocol):
         """Finish a message. For DEAD, `dead_letter` is the encoded DeadLetter record the
         source must store on its dead-letter topic/queue before it commits."""
         ...
+
+
+# Optional capabilities of a source, checked with isinstance (not getattr by name).
+
+
+@runtime_checkable
+class ReportsLag(Protocol):
+    """A source that can say how much of its stream it has not handed out yet (the lag
+    gauge); memory sources answer at once, brokers after a round trip."""
+
+    def lag(self) -> int | Awaitable[int]: ...
+
+
+@runtime_checkable
+class ReportsCommitted(Protocol):
+    """A log-backed source that can tell when it has committed up to a point: for batch
+    runs (`grebe run --exit-when-done`, the demo) that stop once caught up."""
+
+    async def end_offsets(self) -> dict[int, int]: ...
+
+    async def wait_committed(self, target: dict[int, int]) -> None: ...
+
+
+@runtime_checkable
+class ReportsDrained(Protocol):
+    """A queue-backed source (no offsets) that can tell when its queue is drained and
+    nothing it handed out is still unfinished."""
+
+    async def wait_drained(self) -> None: ...
 
 
 @runtime_checkable
