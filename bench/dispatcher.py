@@ -22,9 +22,9 @@ from prometheus_client import CollectorRegistry
 
 from grebe.brokers.memory import MemorySource
 from grebe.codec import decode_envelope, encode
-from grebe.config import DispatcherConfig, StreamConfig
 from grebe.core.dispatcher import Dispatcher, Stream
 from grebe.core.metrics import PrometheusMetrics
+from grebe.core.settings import DispatcherSettings, StreamSettings
 from grebe.core.source import Outcome
 from grebe.types import Envelope, Post, TaskPayload, TaskResult, User
 
@@ -74,10 +74,10 @@ async def run_dispatcher(
     n: int, streams: int, with_metrics: bool, executor: ImmediateExecutor
 ) -> Rate:
     sources = [filled_source(f"s{k}", n // streams) for k in range(streams)]
-    config = DispatcherConfig(max_in_flight=2048)  # as measured: 2048 in flight, batches of 512
+    config = DispatcherSettings(max_in_flight=2048)  # as measured: 2048 in flight, batches of 512
     metrics = PrometheusMetrics(CollectorRegistry()) if with_metrics else None
     dispatcher = Dispatcher(
-        [Stream(s, StreamConfig(name=s.name, eligibilities=["spam_comment"])) for s in sources],
+        [Stream(s, StreamSettings(name=s.name, eligibilities=["spam_comment"])) for s in sources],
         executor, config, metrics=metrics,
     )
     cpu_started, wall_started = time.process_time(), time.perf_counter()

@@ -35,12 +35,13 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from grebe.brokers.kafka import KafkaProducer, KafkaSource, create_topic, delete_topic
 from grebe.codec import encode
-from grebe.config import DispatcherConfig, KafkaConfig, StreamConfig
+from grebe.config import KafkaConfig
 from grebe.core.dispatcher import Dispatcher, Stream
-from grebe.core.engine import tune_gc
+from grebe.core.engine_process import tune_gc
 from grebe.core.executor import InlineExecutor
 from grebe.core.plan import Plan
 from grebe.core.planmaster import PlanMaster
+from grebe.core.settings import DispatcherSettings, StreamSettings
 from grebe.core.source import Message, Outcome
 from grebe.core.task import TaskContext
 from grebe.flows.basic import noop_plan
@@ -148,9 +149,9 @@ async def run_grebe(topic: str, output: str | None, posts: int) -> float:
     await executor.start()
     await source.start()
     dispatcher = Dispatcher(
-        [Stream(source, StreamConfig(name="posts", eligibilities=[plan.eligibility]))],
+        [Stream(source, StreamSettings(name="posts", eligibilities=[plan.eligibility]))],
         executor,
-        DispatcherConfig(max_in_flight=2048, poll_batch=500),
+        DispatcherSettings(max_in_flight=2048, poll_batch=500),
     )
     run = asyncio.create_task(dispatcher.run())
     try:

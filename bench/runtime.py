@@ -33,10 +33,10 @@ from pathlib import Path
 
 import msgspec
 
+from grebe.app.supervisor import Runtime
 from grebe.brokers.factory import local_log
 from grebe.config import load_config
-from grebe.core.engine import tune_gc
-from grebe.core.supervisor import Runtime
+from grebe.core.engine_process import tune_gc
 from grebe.types import Post
 
 APPEND_BATCH = 10_000

@@ -19,7 +19,7 @@ export LANG=en_US.UTF-8 LC_ALL=en_US.UTF-8 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE
 # name | file | sed expression | tests that must fail (space-separated node ids)
 MUTATIONS=(
   "offsets-early|src/grebe/core/offsets.py|s/while tracked and tracked\[0\] not in unfinished:/while tracked and tracked[0] <= offset:/|tests/integration/test_crash.py tests/integration/test_kafka_e2e.py::test_kill_9_a_replica_ten_times_loses_nothing"
-  "ack-on-submit|src/grebe/core/dispatcher.py|s/^\( *\)future.add_done_callback(entry)$/\1asyncio.ensure_future(entry.stream.source.ack(entry.message, Outcome.DONE))\n\1future.add_done_callback(entry)/|tests/integration/test_crash.py tests/integration/test_kafka_e2e.py::test_kill_9_a_replica_ten_times_loses_nothing"
+  "ack-on-submit|src/grebe/core/dispatcher.py|s/^\( *\)future.add_done_callback(entry)$/\1from grebe.core.source import Outcome\n\1asyncio.ensure_future(entry.stream.source.ack(entry.message, Outcome.DONE))\n\1future.add_done_callback(entry)/|tests/integration/test_crash.py tests/integration/test_kafka_e2e.py::test_kill_9_a_replica_ten_times_loses_nothing"
 )
 
 scratch_copy() {

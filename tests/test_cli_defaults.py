@@ -20,7 +20,7 @@ def test_no_config_ingest_then_run_annotates_with_the_default_flows(tmp_path, mo
     lines: list[str] = []
     handler = logging.Handler(logging.INFO)
     handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
-    loggers = [logging.getLogger(name) for name in ("grebe.core.coverage", STARTUP_LOGGER)]
+    loggers = [logging.getLogger(name) for name in ("grebe.app.coverage", STARTUP_LOGGER)]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.setLevel(logging.INFO)

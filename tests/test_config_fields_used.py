@@ -188,7 +188,7 @@ def test_the_check_catches_a_field_only_mentioned_in_text() -> None:
     reads = _scan()
     reads.reads = {r for r in reads.reads if r[1] != "task_timeout_s"}
     assert unread_fields(reads) == ["engine.task_timeout_s"]
-    assert "config" in _carriers(reads, "dispatcher", _sections()["dispatcher"])
+    assert "stream" in _carriers(reads, "streams", _sections()["streams"])
 
 
 def test_sections_read_by_name_name_every_field() -> None:

@@ -38,8 +38,8 @@ def test_old_payload_and_annotation_decode():
     payload = msgspec.msgpack.decode((OLD / "payload.msgpack").read_bytes(), type=TaskPayload)
     assert payload.post.id == "p1" and payload.eligibilities == {"spam_comment"}
     assert payload.context.parent is not None and payload.context.parent.id == "p0"
-    assert codec.decode_payload((OLD / "payload.json").read_bytes()) == payload
-    annotation = codec.decode_annotation((OLD / "annotation.json").read_bytes())
+    assert msgspec.json.decode((OLD / "payload.json").read_bytes(), type=TaskPayload) == payload
+    annotation = msgspec.json.decode((OLD / "annotation.json").read_bytes(), type=Annotation)
     assert isinstance(annotation, Annotation) and annotation.labels == ["spam"]
 
 

@@ -77,8 +77,8 @@ async def test_one_post_gives_a_post_span_with_a_child_per_task_and_outcomes():
 
 
 def test_tracing_off_wraps_nothing():
+    from grebe.app.bundles import build_bundle
     from grebe.config import load_config
-    from grebe.core.bundle import build_bundle
 
     config = load_config(plans={"factory": "grebe.flows.basic:build_bundle"})
     bundle = build_bundle(config)

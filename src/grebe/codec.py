@@ -14,16 +14,13 @@ import msgspec
 
 from grebe import constants as C
 from grebe.errors import DecodeError
-from grebe.types import Annotation, DeadLetter, Envelope, Post, TaskPayload, TaskResult
+from grebe.types import DeadLetter, Envelope, Post
 
 NEEDS_POST_OR_USER = "a message needs a post with an id, or a user"
 _encoder = msgspec.json.Encoder()
 _envelope_decoder = msgspec.json.Decoder(Envelope)
 _post_decoder = msgspec.json.Decoder(Post)
-_payload_decoder = msgspec.json.Decoder(TaskPayload)
-_annotation_decoder = msgspec.json.Decoder(Annotation)
 _dead_letter_decoder = msgspec.json.Decoder(DeadLetter)
-_result_decoder = msgspec.json.Decoder(TaskResult)
 
 
 def encode(obj: Any) -> bytes:
@@ -130,17 +127,6 @@ def check_free_form(
         stack.extend((child, depth + 1) for child in children)
 
 
-def decode_payload(raw: bytes) -> TaskPayload:
-    return _payload_decoder.decode(raw)
-
-
-def decode_annotation(raw: bytes) -> Annotation:
-    return _annotation_decoder.decode(raw)
-
-
 def decode_dead_letter(raw: bytes) -> DeadLetter:
     return _dead_letter_decoder.decode(raw)
 
-
-def decode_result(raw: bytes) -> TaskResult:
-    return _result_decoder.decode(raw)

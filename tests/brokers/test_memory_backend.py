@@ -8,12 +8,12 @@ import uuid
 from pathlib import Path
 
 from grebe.api.intake import build_intake, parse_posts
+from grebe.app.supervisor import Runtime
 from grebe.brokers.factory import build_ingest_producer
 from grebe.brokers.memory_backend import memory_topic
 from grebe.commands.dlq import list_dead_letters, replay
 from grebe.commands.ingest import ingest
 from grebe.config import GrebeConfig, load_config
-from grebe.core.supervisor import Runtime
 from grebe.stores.sqlite import SqliteStore
 
 

@@ -20,10 +20,10 @@ import yaml
 from typer.testing import CliRunner
 
 import grebe.brokers
+from grebe.app.supervisor import Runtime
 from grebe.brokers import registry
 from grebe.cli import app
 from grebe.config import GrebeConfig, load_config
-from grebe.core.supervisor import Runtime
 from grebe.errors import ConfigError
 from grebe.stores.sqlite import SqliteStore
 

@@ -16,8 +16,9 @@ import pytest
 
 from grebe.brokers.rabbitmq import RabbitPublisher, RabbitSource, retry_queue_name, tier_priority
 from grebe.codec import decode_dead_letter, decode_envelope
-from grebe.config import DispatcherConfig, RabbitMQConfig, StreamConfig
+from grebe.config import RabbitMQConfig
 from grebe.core.dispatcher import Dispatcher, Stream
+from grebe.core.settings import DispatcherSettings, StreamSettings
 from grebe.core.source import Message, Outcome, Source
 from grebe.types import Envelope, Post, TaskPayload, TaskResult, User
 
@@ -124,14 +125,14 @@ async def test_failing_task_is_retried_with_growing_delays_then_dead_lettered(
     await publisher.publish(_envelope(1, "paid"))
     await publisher.stop()
 
-    dispatch = DispatcherConfig(max_attempts=4, backoff_base_s=0.4, backoff_max_s=10,
+    dispatch = DispatcherSettings(max_attempts=4, backoff_base_s=0.4, backoff_max_s=10,
                                 poll_timeout_s=0.05)
     source = RabbitSource("requests", _config(rabbit_url, prefetch=2), queue=queue,
                           dead_letter_queue=f"{queue}.dead",
                           backoff_base_s=dispatch.backoff_base_s,
                           backoff_max_s=dispatch.backoff_max_s)
     executor = _FailingExecutor()
-    dispatcher = Dispatcher([Stream(source, StreamConfig(name="requests", broker="rabbitmq"))],
+    dispatcher = Dispatcher([Stream(source, StreamSettings(name="requests"))],
                             executor, dispatch)
     await source.start()
     run = asyncio.create_task(dispatcher.run())

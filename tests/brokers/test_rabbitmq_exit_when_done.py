@@ -11,9 +11,9 @@ import aio_pika
 import pytest
 
 from grebe import constants as C
+from grebe.app.supervisor import Runtime, serve
 from grebe.brokers.rabbitmq import RabbitPublisher, retry_queue_name
 from grebe.config import load_config
-from grebe.core.supervisor import Runtime, serve
 from grebe.stores.sqlite import SqliteStore
 from grebe.types import Envelope, Post, User
 

@@ -21,8 +21,9 @@ import pytest
 
 from grebe.brokers.rabbitmq import RabbitPublisher, RabbitSource
 from grebe.codec import decode_envelope
-from grebe.config import DispatcherConfig, RabbitMQConfig, StreamConfig
+from grebe.config import RabbitMQConfig
 from grebe.core.dispatcher import Dispatcher, Stream
+from grebe.core.settings import DispatcherSettings, StreamSettings
 from grebe.core.source import Message, Outcome
 from grebe.errors import BrokerError
 from grebe.types import Envelope, Post, TaskPayload, TaskResult, User
@@ -204,8 +205,8 @@ async def test_a_cut_connection_reconnects_and_loses_no_message_or_ack(
     source._connection.reconnect_callbacks.add(lambda *_: reconnected.set())
     executor = GatedExecutor()
     dispatcher = Dispatcher(
-        [Stream(source, StreamConfig(name="requests"))], executor,  # type: ignore[arg-type]
-        DispatcherConfig(max_in_flight=8, poll_batch=8, poll_timeout_s=0.05, max_attempts=3),
+        [Stream(source, StreamSettings(name="requests"))], executor,  # type: ignore[arg-type]
+        DispatcherSettings(max_in_flight=8, poll_batch=8, poll_timeout_s=0.05, max_attempts=3),
     )
     running = asyncio.create_task(dispatcher.run())
     try:

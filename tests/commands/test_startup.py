@@ -70,12 +70,12 @@ def test_serve_says_it_too(basic_config: Path, start_log, monkeypatch) -> None:
 
 def test_no_config_file_names_the_packaged_defaults_and_their_flows(
         tmp_path: Path, start_log, monkeypatch) -> None:
-    import grebe.core.supervisor
+    import grebe.app.supervisor
 
     monkeypatch.delenv(C.CONFIG_ENV_VAR, raising=False)
     monkeypatch.setenv("GREBE_DATA_DIR", str(tmp_path))
     ran = []  # no models loaded: the slow end-to-end run is in test_cli_defaults.py
-    monkeypatch.setattr(grebe.core.supervisor, "run",
+    monkeypatch.setattr(grebe.app.supervisor, "run",
                         lambda settings, exit_when_done: ran.append(settings) or 0)
     result = runner.invoke(app, ["run"])
     assert result.exit_code == 0, result.output

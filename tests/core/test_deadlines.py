@@ -2,7 +2,6 @@ import asyncio
 
 import pytest
 
-from grebe.core import deadlines
 from grebe.core.deadlines import deadline_at
 
 
@@ -72,13 +71,13 @@ async def test_a_cancellation_from_outside_stays_a_cancellation(use_asyncio: boo
     assert seen == ["CancelledError"]
 
 
-async def test_finished_limits_do_not_pile_up() -> None:
+async def test_a_closed_limit_leaves_no_timer_behind() -> None:
     loop = asyncio.get_running_loop()
-    for _ in range(5000):
-        deadline_at(loop.time() + 30).close()
-    heap = deadlines._heaps[loop]
-    assert heap._live == 0
-    assert len(heap._entries) <= deadlines._COMPACT_SLACK + 1
+    deadline = deadline_at(loop.time() + 30)
+    deadline.close()
+    assert deadline._timer.cancelled()
+    await asyncio.sleep(0)
+    assert not deadline.expired()
 
 
 def test_outside_an_asyncio_task_it_refuses() -> None:

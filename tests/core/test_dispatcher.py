@@ -9,9 +9,10 @@ from prometheus_client import CollectorRegistry
 
 from grebe.brokers.memory import MemorySource
 from grebe.codec import decode_dead_letter, encode
-from grebe.config import DispatcherConfig, StreamConfig
-from grebe.core.dispatcher import Dispatcher, Stream, qps_item
+from grebe.core.dispatcher import Dispatcher, Stream
 from grebe.core.metrics import PrometheusMetrics
+from grebe.core.ratelimit import qps_item
+from grebe.core.settings import DispatcherSettings, StreamSettings
 from grebe.core.source import Message, Outcome
 from grebe.types import Envelope, Post, TaskPayload, TaskResult, User
 
@@ -103,17 +104,17 @@ class ManualExecutor:
                 await self.arrived.wait()
 
 
-def config(**overrides: object) -> DispatcherConfig:
+def config(**overrides: object) -> DispatcherSettings:
     base: dict[str, object] = dict(
         max_in_flight=256, max_attempts=3, backoff_base_s=0.001, backoff_max_s=0.01,
         poll_batch=64, poll_timeout_s=0.05,
     )
     base.update(overrides)
-    return DispatcherConfig(**base)  # type: ignore[arg-type]
+    return DispatcherSettings(**base)  # type: ignore[arg-type]
 
 
 def stream(source: MemorySource, **overrides: object) -> Stream:
-    return Stream(source, StreamConfig(name=source.name, **overrides))  # type: ignore[arg-type]
+    return Stream(source, StreamSettings(name=source.name, **overrides))  # type: ignore[arg-type]
 
 
 class Running:

@@ -5,16 +5,11 @@ import textwrap
 
 import pytest
 
+from grebe.app.engines import process_executor
 from grebe.config import load_config
-from grebe.core.engine import (
-    EngineDiedError,
-    EngineStartError,
-    ProcessExecutor,
-    Results,
-    Submit,
-    _decoder,
-    _frame,
-)
+from grebe.core.engine import EngineDiedError, EngineStartError, ProcessExecutor
+from grebe.core.engine_ipc import Results, Submit, decoder, pack_frame
+from grebe.core.settings import BundleRecipe, EngineSettings
 from grebe.errors import DecodeError
 from grebe.types import Post, TaskPayload, TaskResult, TaskStatus
 
@@ -39,6 +34,12 @@ PLANS = textwrap.dedent(
 
     def broken(config):
         raise RuntimeError("no model here")
+
+    def from_label(label):  # a recipe builder with no config at all: core needs none
+        async def tag(ctx):
+            ctx.output.labels.append(label)
+
+        return PlanBundle(plans=[Plan("tag", {"tag": tag}, eligibility="echo")])
 
     class _SlowToStop:
         async def start(self):
@@ -89,15 +90,15 @@ def _payload(i, eligibility="echo"):
 
 def test_frames_round_trip_batches():
     payloads = [_payload(i) for i in range(3)]
-    decoded = _decoder.decode(_frame(Submit(items=list(enumerate(payloads))))[4:])
+    decoded = decoder.decode(pack_frame(Submit(items=list(enumerate(payloads))))[4:])
     assert decoded == Submit(items=list(enumerate(payloads)))
     result = TaskResult(payload_id="p", post_id="x", success=True,
                         plans={"echo": TaskStatus.SUCCESS})
-    assert _decoder.decode(_frame(Results(items=[(7, result)]))[4:]).items[0][1] == result
+    assert decoder.decode(pack_frame(Results(items=[(7, result)]))[4:]).items[0][1] == result
 
 
 async def test_round_trip_through_two_engines(tmp_path, plans_module):
-    executor = ProcessExecutor(_config(tmp_path, f"{plans_module}:build_bundle", processes=2))
+    executor = process_executor(_config(tmp_path, f"{plans_module}:build_bundle", processes=2))
     await executor.start()
     try:
         assert len(executor.pids) == 2
@@ -111,8 +112,31 @@ async def test_round_trip_through_two_engines(tmp_path, plans_module):
     assert executor.pids == []
 
 
+async def test_engines_build_their_plans_from_a_recipe_without_any_config(plans_module):
+    """core's ProcessExecutor takes settings and a BundleRecipe (strings): the engine
+    imports the builder by name and calls it with the argument."""
+    executor = ProcessExecutor(
+        EngineSettings(processes=1, concurrency=4),
+        BundleRecipe(builder=f"{plans_module}:from_label", argument="from-the-recipe"),
+    )
+    await executor.start()
+    try:
+        results = await asyncio.gather(*(executor.submit(_payload(i)) for i in range(10)))
+        assert all(r.success and r.labels == ["from-the-recipe"] for r in results)
+    finally:
+        await executor.stop()
+
+
+async def test_a_recipe_naming_a_missing_builder_fails_the_start(plans_module):
+    executor = ProcessExecutor(
+        EngineSettings(processes=1), BundleRecipe(f"{plans_module}:no_such", "x")
+    )
+    with pytest.raises(EngineStartError, match="has no function 'no_such'"):
+        await executor.start()
+
+
 async def test_engine_that_cannot_start_reports_why(tmp_path, plans_module):
-    executor = ProcessExecutor(_config(tmp_path, f"{plans_module}:broken"))
+    executor = process_executor(_config(tmp_path, f"{plans_module}:broken"))
     with pytest.raises(EngineStartError, match="no model here"):
         await executor.start()
 
@@ -120,7 +144,7 @@ async def test_engine_that_cannot_start_reports_why(tmp_path, plans_module):
 @pytest.mark.slow
 async def test_engine_death_fails_its_futures_and_is_restarted(tmp_path, plans_module):
     deaths = []
-    executor = ProcessExecutor(
+    executor = process_executor(
         _config(tmp_path, f"{plans_module}:build_bundle"),
         on_engine_death=lambda index, code: deaths.append((index, code)),
     )
@@ -148,7 +172,7 @@ async def test_an_unencodable_payload_fails_alone_not_its_batch(tmp_path, plans_
     """B5: a count past 64 bits once made the whole IPC batch fail to encode, so no post of
     it ever finished. The codec now refuses such posts; if one reaches the executor anyway
     (built in code), only its own future fails."""
-    executor = ProcessExecutor(_config(tmp_path, f"{plans_module}:build_bundle"))
+    executor = process_executor(_config(tmp_path, f"{plans_module}:build_bundle"))
     await executor.start()
     try:
         bad = TaskPayload(
@@ -178,7 +202,7 @@ async def test_replacements_dying_while_they_load_never_fail_the_waiting_posts(
         store={"backend": "memory"},
         plans={"factory": f"{plans_module}:flaky_start", "marker": str(marker)},
     )
-    executor = ProcessExecutor(config)
+    executor = process_executor(config)
     await executor.start()
     try:
         (pid,) = executor.pids
@@ -200,7 +224,7 @@ async def test_replacements_dying_while_they_load_never_fail_the_waiting_posts(
 async def test_stop_kills_engines_that_do_not_stop_within_the_timeout(tmp_path, plans_module):
     """B9: engines were given 10 s each after the drain window; stop(timeout_s) bounds
     the whole stop (all engines together)."""
-    executor = ProcessExecutor(
+    executor = process_executor(
         _config(tmp_path, f"{plans_module}:slow_stop", processes=2)
     )
     await executor.start()
@@ -219,7 +243,7 @@ async def test_runtime_stop_returns_within_the_drain_window_plus_the_margin(
     """B9 at the level of `grebe run`: SIGTERM took drain_window_s + 10 s when an engine
     would not stop. Now: the window, plus SHUTDOWN_MARGIN_S, plus the sources' commit."""
     from grebe import constants as C
-    from grebe.core.supervisor import Runtime
+    from grebe.app.supervisor import Runtime
 
     config = load_config(
         data_dir=tmp_path, engine={"processes": 1, "drain_window_s": 1.0},

@@ -537,16 +537,16 @@ def test_random_dags_are_accepted_and_injected_back_edges_rejected(
 async def test_an_executor_bug_in_a_worker_surfaces_instead_of_hanging(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from grebe.core import plan as plan_module
+    from grebe.core import plan_run as plan_module
 
-    original = plan_module._PlanRun._succeed
+    original = plan_module.PlanRun._succeed
 
     def broken_succeed(self: Any, k: int, value: Any) -> None:
         if value == "b":
             raise RuntimeError("executor bug")
         original(self, k, value)
 
-    monkeypatch.setattr(plan_module._PlanRun, "_succeed", broken_succeed)
+    monkeypatch.setattr(plan_module.PlanRun, "_succeed", broken_succeed)
     rec = Recorder()
     # Both roots suspend, so "b" runs in a spawned worker; "c" waits on it forever.
     plan = Plan("p", {"a": rec.ok("a", sleep=0.001), "b": rec.ok("b", sleep=0.002),

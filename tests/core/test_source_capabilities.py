@@ -6,8 +6,8 @@ from grebe.brokers.local import LocalSource
 from grebe.brokers.memory import MemorySource
 from grebe.brokers.rabbitmq import RabbitSource
 from grebe.core.source import (
-    CommitsOffsets,
-    Drains,
+    ReportsCommitted,
+    ReportsDrained,
     ReportsLag,
     Source,
     can_report_caught_up,
@@ -15,10 +15,10 @@ from grebe.core.source import (
 
 
 def test_built_in_sources_declare_their_capabilities_by_shape() -> None:
-    assert issubclass(LocalSource, CommitsOffsets) and issubclass(LocalSource, ReportsLag)
-    assert issubclass(KafkaSource, CommitsOffsets) and issubclass(KafkaSource, ReportsLag)
-    assert issubclass(RabbitSource, Drains) and issubclass(RabbitSource, ReportsLag)
-    assert not issubclass(RabbitSource, CommitsOffsets)
+    assert issubclass(LocalSource, ReportsCommitted) and issubclass(LocalSource, ReportsLag)
+    assert issubclass(KafkaSource, ReportsCommitted) and issubclass(KafkaSource, ReportsLag)
+    assert issubclass(RabbitSource, ReportsDrained) and issubclass(RabbitSource, ReportsLag)
+    assert not issubclass(RabbitSource, ReportsCommitted)
 
 
 def test_a_source_without_offsets_or_drain_cannot_report_caught_up() -> None:
@@ -34,3 +34,21 @@ def test_a_source_without_offsets_or_drain_cannot_report_caught_up() -> None:
     assert not can_report_caught_up(Bare())
     memory = MemorySource("s")
     assert isinstance(memory, ReportsLag) and can_report_caught_up(memory)
+
+
+class _OffsetsOnly:
+    async def end_offsets(self) -> dict[int, int]:
+        return {}
+
+
+class _Committed(_OffsetsOnly):
+    async def wait_committed(self, target: dict[int, int]) -> None:
+        return None
+
+
+def test_capabilities_need_every_method_of_their_protocol() -> None:
+    assert isinstance(MemorySource("s"), ReportsLag)
+    assert not isinstance(object(), ReportsLag)
+    assert not isinstance(_OffsetsOnly(), ReportsCommitted)  # half of it is not enough
+    assert isinstance(_Committed(), ReportsCommitted)
+    assert not isinstance(_Committed(), ReportsDrained)

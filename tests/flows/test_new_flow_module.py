@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from grebe import constants as C
+from grebe.app.supervisor import Runtime
 from grebe.brokers.factory import local_log
 from grebe.brokers.local import LocalProducer
 from grebe.config import load_config
-from grebe.core.supervisor import Runtime
 from grebe.errors import ConfigError
 from grebe.flows import catalog, registry
 from grebe.stores.sqlite import SqliteStore

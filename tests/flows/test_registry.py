@@ -101,8 +101,8 @@ def test_default_config_streams_reach_every_plan() -> None:
 
 
 def test_build_bundle_constructs_without_starting(tmp_path) -> None:
+    from grebe.app.bundles import build_bundle
     from grebe.config import load_config
-    from grebe.core.bundle import build_bundle
 
     config = load_config(data_dir=tmp_path, plans={
         "factory": registry.FACTORY, "enabled": ["spam_comment", "mm_emb_v4"]})

@@ -108,10 +108,10 @@ async def test_lookup_down_pauses_and_retries_then_the_post_is_annotated(tmp_pat
     import asyncio
     import socket
 
+    from grebe.app.supervisor import Runtime
     from grebe.brokers.factory import local_log
     from grebe.brokers.local import LocalProducer
     from grebe.config import load_config
-    from grebe.core.supervisor import Runtime
     from grebe.stores.sqlite import SqliteStore
 
     with socket.socket() as probe:  # a port nothing listens on, yet

@@ -7,10 +7,10 @@ import asyncpg
 import pytest
 
 from grebe import constants as C
+from grebe.app.supervisor import Runtime
 from grebe.brokers.factory import local_log
 from grebe.brokers.local import LocalProducer
 from grebe.config import load_config
-from grebe.core.supervisor import Runtime
 from grebe.hydration.postgres import PostgresPostTable
 from grebe.stores.sqlite import SqliteStore
 from grebe.types import Post, User

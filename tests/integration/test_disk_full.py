@@ -10,10 +10,10 @@ import time
 
 import pytest
 
+from grebe.app.supervisor import Runtime
 from grebe.brokers.factory import local_log
 from grebe.brokers.local import LocalProducer
 from grebe.config import load_config
-from grebe.core.supervisor import Runtime
 from grebe.stores.sqlite import SqliteStore
 
 pytestmark = pytest.mark.integration

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from grebe.app.supervisor import Runtime
 from grebe.brokers.factory import local_log
 from grebe.brokers.local import LocalProducer
 from grebe.config import load_config
-from grebe.core.supervisor import Runtime
 from grebe.stores.sqlite import SqliteStore
 
 TESTS_DIR = str(Path(__file__).resolve().parents[2])

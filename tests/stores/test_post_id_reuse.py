@@ -15,11 +15,11 @@ import pytest
 import redis.asyncio as aioredis
 
 from grebe import constants as C
+from grebe.app.supervisor import Runtime
 from grebe.brokers.factory import local_log
 from grebe.brokers.local import LocalProducer
 from grebe.codec import decode_dead_letter
 from grebe.config import load_config
-from grebe.core.supervisor import Runtime
 from grebe.errors import PostIdReusedError
 from grebe.stores.base import MemoryStore
 from grebe.stores.postgres import PostgresStore

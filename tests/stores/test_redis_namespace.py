@@ -11,11 +11,11 @@ import pytest
 import redis.asyncio as aioredis
 from limits.aio.strategies import MovingWindowRateLimiter
 
+from grebe.app.supervisor import Runtime
 from grebe.brokers.factory import local_log
 from grebe.brokers.local import LocalProducer
 from grebe.config import load_config
-from grebe.core.dispatcher import RATE_LIMIT_NAMESPACE, limiter_storage_from, qps_item
-from grebe.core.supervisor import Runtime
+from grebe.core.ratelimit import RATE_LIMIT_NAMESPACE, limiter_storage_from, qps_item
 from grebe.flows.services import PlanLimiter
 from grebe.stores.factory import build_store
 from grebe.stores.redis import RedisStore

@@ -18,8 +18,8 @@ from prometheus_client import CollectorRegistry
 from grebe.api.analysis import OnDemandAnalysis
 from grebe.api.intake import Intake, build_intake, intake_stream
 from grebe.api.metrics import ApiMetrics
+from grebe.app.supervisor import Runtime
 from grebe.config import GrebeConfig
-from grebe.core.supervisor import Runtime
 from grebe.stores.base import AnnotationStore
 from grebe.stores.factory import build_store
 

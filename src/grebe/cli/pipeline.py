@@ -19,8 +19,8 @@ def run(
     """Run the pipeline until SIGINT/SIGTERM (a second signal forces exit).
 
     Exit codes: 0 drained, 1 failed, 3 drain window ran out (the rest is redelivered)."""
+    from grebe.app.supervisor import run as run_supervisor
     from grebe.commands.startup import log_start
-    from grebe.core.supervisor import run as run_supervisor
 
     settings, source = pipeline_config(config)
     core_logging(verbose)

@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from grebe.app.supervisor import Runtime
 from grebe.brokers.factory import build_ingest_producer, local_dead_letter_count, local_log
 from grebe.config import GrebeConfig
-from grebe.core.supervisor import Runtime
 
 PROGRESS_REFRESH_S = 0.25  # how often progress re-reads the committed offsets
 

@@ -84,7 +84,7 @@ def stream_lines(config: GrebeConfig, plans: Iterable[tuple[str, str]]) -> list[
 def served_plans(config: GrebeConfig) -> list[tuple[str, str]]:
     """(name, eligibility) of each plan the configured factory builds. The bundle is built,
     not started: no model is loaded and no file opened."""
-    from grebe.core.bundle import factory_name, load_factory
+    from grebe.app.bundles import factory_name, load_factory
 
     bundle = load_factory(factory_name(config))(config)
     return [(plan.name, plan.eligibility) for plan in bundle.plans]

@@ -1,9 +1,10 @@
-"""Plan bundles: what an engine runs, built from configuration by a named factory.
+"""Plan bundles: what an engine runs: plans, the services their tasks use, and the
+components to start and stop around them.
 
-`plans.factory` in the configuration names a function "module:function" (default
-"grebe.flows.basic:build_bundle") taking the GrebeConfig and returning a PlanBundle.
-Every engine process imports and calls it after it starts, so clients (stores,
-producers, models) are built in the process that uses them and never at import time.
+Which bundle runs is wiring, not runtime: grebe.app.bundles builds it from the
+configured factory (`plans.factory`, "module:function"), in every engine process after
+it starts, so clients (stores, producers, models) are built in the process that uses
+them and never at import time.
 """
 
 from __future__ import annotations
@@ -13,11 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from grebe import constants as C
 from grebe.errors import ConfigError
 
 if TYPE_CHECKING:
-    from grebe.config import GrebeConfig
     from grebe.core.plan import Plan
     from grebe.core.planmaster import PlanMaster
 
@@ -65,49 +64,17 @@ class PlanBundle:
             raise errors[0]
 
 
-BundleFactory = Callable[["GrebeConfig"], PlanBundle]
-
-
-def factory_name(config: GrebeConfig) -> str:
-    name = config.plans.get("factory", C.DEFAULT_PLANS_FACTORY)
-    if not isinstance(name, str):
-        raise ConfigError(f"plans.factory must be a 'module:function' string, got {name!r}")
-    return name
-
-
-def load_factory(name: str) -> BundleFactory:
-    """Import "module:function". Raises ConfigError naming what was not found."""
+def import_callable(name: str, what: str) -> Callable[..., Any]:
+    """Import "package.module:function". Raises ConfigError naming `what` (the setting
+    it came from) and what was not found."""
     module_name, sep, attr = name.partition(":")
     if not sep or not module_name or not attr:
-        raise ConfigError(f"plans.factory {name!r} must look like 'package.module:function'")
+        raise ConfigError(f"{what} {name!r} must look like 'package.module:function'")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ConfigError(f"plans.factory {name!r}: cannot import {module_name}: {exc}") from exc
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise ConfigError(f"plans.factory {name!r}: {module_name} has no function {attr!r}")
-    return factory  # type: ignore[no-any-return]
-
-
-def build_bundle(config: GrebeConfig) -> PlanBundle:
-    """Build the configured bundle; plans that use the default task time limit get
-    `engine.task_timeout_s`, so the setting applies to every flow without each factory
-    passing it on."""
-    bundle = load_factory(factory_name(config))(config)
-    if not isinstance(bundle, PlanBundle):
-        raise ConfigError(
-            f"plans.factory {factory_name(config)!r} returned {type(bundle).__name__}, "
-            "not a PlanBundle"
-        )
-    for plan in bundle.plans:
-        plan.apply_default_timeout(config.engine.task_timeout_s)
-    if config.tracing.enabled:  # after the timeouts: traced plans copy them
-        from grebe.tracing import instrument
-
-        instrument(bundle, config.tracing)
-    from grebe.hydration.factory import attach
-    from grebe.selection.master import attach as attach_selection
-
-    attach_selection(bundle, config)  # each stream's selection, after hydration
-    return attach(bundle, config)  # hydration by id, in front of whichever master
+        raise ConfigError(f"{what} {name!r}: cannot import {module_name}: {exc}") from exc
+    function = getattr(module, attr, None)
+    if not callable(function):
+        raise ConfigError(f"{what} {name!r}: {module_name} has no function {attr!r}")
+    return function  # type: ignore[no-any-return]

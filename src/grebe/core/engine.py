@@ -4,11 +4,13 @@
 a fresh interpreter (`python -c "...engine_main()"`, like multiprocessing's "spawn" but
 without re-importing the caller's main module, which for the `grebe` script would pull
 in the whole CLI): no inherited threads, locks or sockets, and a direct child, so it can
-ask the kernel to kill it with its parent. Each engine receives the configuration as its
-first frame, builds the configured PlanBundle and runs its PlanMaster on an asyncio loop
-(uvloop when installed), up to `engine.concurrency` payloads at once.
+ask the kernel to kill it with its parent. Each engine receives a BundleRecipe as its
+first frame (a builder's "module:function" and its argument: grebe.app passes the config
+as JSON), builds the PlanBundle and runs its PlanMaster (grebe.core.engine_process), up
+to `concurrency` payloads at once.
 
-IPC is one Unix socket pair per engine carrying length-prefixed msgpack frames. `submit`
+IPC is one Unix socket pair per engine carrying length-prefixed msgpack frames
+(grebe.core.engine_ipc). `submit`
 only appends to the chosen engine's outbox and schedules one flush for the next loop
 iteration, so a burst of submits becomes a few frames of up to ENGINE_IPC_BATCH
 payloads; engines return results the same way. Futures live and resolve in the
@@ -32,31 +34,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import gc
 import itertools
 import logging
 import os
-import signal
 import socket
-import struct
 import sys
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-import msgspec
 
 from grebe import constants as C
+from grebe.core.engine_ipc import (
+    Configure,
+    Results,
+    StartFailed,
+    Stop,
+    Submit,
+    encoder,
+    pack_frame,
+    read_frame,
+)
+from grebe.core.engine_process import ENGINE_COMMAND
 from grebe.core.executor import ExecutorUnavailableError
-from grebe.errors import DecodeError, GrebeError, is_system_fault
+from grebe.core.settings import BundleRecipe, EngineSettings
+from grebe.errors import DecodeError, GrebeError
 from grebe.types import TaskPayload, TaskResult
 
 log = logging.getLogger(__name__)
-
-_HEADER = struct.Struct("!I")
 
 
 class EngineDiedError(GrebeError):
@@ -65,206 +69,6 @@ class EngineDiedError(GrebeError):
 
 class EngineStartError(GrebeError):
     """An engine process could not start (bad plans factory, missing model, ...)."""
-
-
-# --- the IPC protocol --------------------------------------------------------------------
-
-
-class Submit(msgspec.Struct, tag="submit", array_like=True):
-    items: list[tuple[int, TaskPayload]]
-
-
-class Results(msgspec.Struct, tag="results", array_like=True):
-    items: list[tuple[int, TaskResult]]
-
-
-class Ready(msgspec.Struct, tag="ready", array_like=True):
-    pid: int
-
-
-class StartFailed(msgspec.Struct, tag="start_failed", array_like=True):
-    error: str
-
-
-class Stop(msgspec.Struct, tag="stop", array_like=True):
-    pass
-
-
-class Configure(msgspec.Struct, tag="configure", array_like=True):
-    config_json: str
-    index: int
-    sys_path: list[str]  # the dispatcher's, so plan factories import the same modules
-
-
-Frame = Submit | Results | Ready | StartFailed | Stop | Configure
-
-_encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(Frame)
-
-
-def _frame(message: Frame) -> bytes:
-    body = _encoder.encode(message)
-    return _HEADER.pack(len(body)) + body
-
-
-async def _read_frame(reader: asyncio.StreamReader) -> Frame:
-    """The next frame; IncompleteReadError when the other side has gone."""
-    (size,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
-    return _decoder.decode(await reader.readexactly(size))
-
-
-def tune_gc() -> None:
-    """Call once a process has finished starting. Everything alive then (modules, plans,
-    models) lives as long as the process: freezing it keeps the collector from walking
-    it again on every full collection, and a higher first threshold lets the many
-    short-lived objects of a post (structs, futures, tuples) die young in fewer passes.
-    Worth about a quarter of the dispatcher's CPU per post in bench/runtime.py."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(*C.GC_THRESHOLDS)
-
-
-# --- the engine process ------------------------------------------------------------------
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """Ask Linux to SIGKILL us when the dispatcher dies, even by kill -9."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL(None, use_errno=True)
-            pr_set_pdeathsig = 1
-            libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
-    if os.getppid() != parent_pid:  # it died before we asked
-        os._exit(1)
-
-
-ENGINE_COMMAND = "from grebe.core.engine import engine_main; engine_main()"
-
-
-def engine_main() -> None:
-    """Entry point of an engine process: `python -c ENGINE_COMMAND FD PARENT_PID`."""
-    fd, parent_pid = int(sys.argv[1]), int(sys.argv[2])
-    _die_with_parent(parent_pid)
-    # The supervisor decides when engines stop (a Stop frame after the drain); a Ctrl-C
-    # or a SIGTERM sent to the whole process group must not kill work mid-drain.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    sock = socket.socket(fileno=fd)
-    try:
-        import uvloop
-
-        runner: Callable[[Any], Any] = uvloop.run
-    except ImportError:
-        runner = asyncio.run
-    runner(_EngineServer(sock).serve())
-
-
-class _EngineServer:
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
-        self._writer: asyncio.StreamWriter | None = None
-        self._outbox: list[tuple[int, TaskResult]] = []
-        self._flush_scheduled = False
-        self._running: set[asyncio.Task[None]] = set()
-        # Payloads past the concurrency limit wait here (a counter and a deque cost less
-        # per payload than a contended asyncio.Semaphore).
-        self._waiting: deque[tuple[int, TaskPayload]] = deque()
-        self._concurrency = 1
-        self._master: Any = None
-
-    async def serve(self) -> None:
-        reader, self._writer = await asyncio.open_unix_connection(sock=self._sock)
-        try:
-            first = await _read_frame(reader)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            return
-        if not isinstance(first, Configure):
-            raise RuntimeError(f"engine expected a Configure frame, got {type(first).__name__}")
-        logging.basicConfig(
-            level=logging.INFO,
-            format=f"%(asctime)s engine-{first.index} %(levelname)s %(name)s: %(message)s",
-        )
-        from grebe.security.scrub import install_log_scrubbing
-
-        install_log_scrubbing()
-        sys.path[:] = first.sys_path
-        from grebe.config import GrebeConfig
-        from grebe.core.bundle import build_bundle
-
-        try:
-            config = GrebeConfig.model_validate_json(first.config_json)
-            self._concurrency = config.engine.concurrency
-            bundle = build_bundle(config)
-            await bundle.start()
-            self._master = bundle.master()
-        except Exception as exc:
-            log.exception("engine failed to start")
-            self._writer.write(_frame(StartFailed(error=f"{type(exc).__name__}: {exc}")))
-            with contextlib.suppress(ConnectionError):
-                await self._writer.drain()
-            return
-        tune_gc()
-        self._writer.write(_frame(Ready(pid=os.getpid())))
-        try:
-            while True:
-                try:
-                    frame = await _read_frame(reader)
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    os._exit(1)  # the dispatcher is gone: nobody will take our results
-                if isinstance(frame, Stop):
-                    break
-                if isinstance(frame, Submit):
-                    for payload_id, payload in frame.items:
-                        self._start(payload_id, payload)
-        finally:
-            self._waiting.clear()
-            for task in list(self._running):
-                task.cancel()
-            await asyncio.gather(*self._running, return_exceptions=True)
-            self._flush()
-            with contextlib.suppress(ConnectionError):
-                await self._writer.drain()
-            await bundle.stop()
-
-    def _start(self, payload_id: int, payload: TaskPayload) -> None:
-        if len(self._running) >= self._concurrency:
-            self._waiting.append((payload_id, payload))
-            return
-        task = asyncio.create_task(self._run(payload_id, payload))
-        self._running.add(task)
-        task.add_done_callback(self._finished)
-
-    def _finished(self, task: asyncio.Task[None]) -> None:
-        self._running.discard(task)
-        if self._waiting:
-            self._start(*self._waiting.popleft())
-
-    async def _run(self, payload_id: int, payload: TaskPayload) -> None:
-        try:
-            result = await self._master.run(payload)
-        except Exception as exc:  # a PlanMaster bug must not take the engine down
-            log.exception("payload %s failed outside its plans", payload.payload_id)
-            now = time.time()
-            result = TaskResult(
-                payload_id=payload.payload_id, post_id=payload.post.id, success=False,
-                error=f"{type(exc).__name__}: {exc}", system_fault=is_system_fault(exc),
-                started_at=now, finished_at=now,
-            )
-        self._outbox.append((payload_id, result))
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        outbox, self._outbox = self._outbox, []
-        if self._writer is None or not outbox:
-            return
-        for i in range(0, len(outbox), C.ENGINE_IPC_BATCH):
-            self._writer.write(_frame(Results(items=outbox[i : i + C.ENGINE_IPC_BATCH])))
-
-
-# --- the dispatcher side -----------------------------------------------------------------
 
 
 @dataclass(eq=False)
@@ -283,11 +87,12 @@ class ProcessExecutor:
     """Executor over engine processes (see the module docstring)."""
 
     def __init__(
-        self, config: Any, *, processes: int | None = None,
+        self, settings: EngineSettings, recipe: BundleRecipe, *, processes: int | None = None,
         on_engine_death: Callable[[int, int | None], None] | None = None,
     ) -> None:
-        self._config = config
-        self._processes = config.engine.processes if processes is None else processes
+        self._settings = settings
+        self._recipe = recipe
+        self._processes = settings.processes if processes is None else processes
         if self._processes < 1:
             raise ValueError(f"ProcessExecutor needs >= 1 process, got {self._processes}")
         self._on_engine_death = on_engine_death
@@ -333,12 +138,13 @@ class ProcessExecutor:
         finally:
             child_sock.close()
         reader, writer = await asyncio.open_unix_connection(sock=parent_sock)
-        writer.write(
-            _frame(Configure(self._config.model_dump_json(), index, list(sys.path)))
-        )
+        recipe = self._recipe
+        writer.write(pack_frame(Configure(
+            recipe.builder, recipe.argument, self._settings.concurrency, index, list(sys.path)
+        )))
         try:
             async with asyncio.timeout(C.ENGINE_START_TIMEOUT_S):
-                first = await _read_frame(reader)
+                first = await read_frame(reader)
         except (TimeoutError, asyncio.IncompleteReadError, ConnectionError) as exc:
             writer.close()
             with contextlib.suppress(ProcessLookupError):
@@ -411,14 +217,14 @@ class ProcessExecutor:
         does not fail; if it ever does, only the payload that cannot be encoded fails
         (its post is dead-lettered with the reason), never the batch around it."""
         try:
-            engine.writer.write(_frame(Submit(items=items)))
+            engine.writer.write(pack_frame(Submit(items=items)))
             return
         except (TypeError, ValueError, OverflowError, RecursionError):
             pass
         sendable: list[tuple[int, TaskPayload]] = []
         for payload_id, payload in items:
             try:
-                _encoder.encode(payload)
+                encoder.encode(payload)
             except (TypeError, ValueError, OverflowError, RecursionError) as exc:
                 future = engine.in_flight.pop(payload_id, None)
                 if future is not None and not future.done():
@@ -428,13 +234,13 @@ class ProcessExecutor:
             else:
                 sendable.append((payload_id, payload))
         if sendable:
-            engine.writer.write(_frame(Submit(items=sendable)))
+            engine.writer.write(pack_frame(Submit(items=sendable)))
 
     async def _pump(self, engine: _Engine) -> None:
         """Resolve futures from the engine's result frames until it goes away."""
         try:
             while True:
-                frame = await _read_frame(engine.reader)
+                frame = await read_frame(engine.reader)
                 if isinstance(frame, Results):
                     for payload_id, result in frame.items:
                         future = engine.in_flight.pop(payload_id, None)
@@ -515,7 +321,7 @@ class ProcessExecutor:
         for engine in engines:
             if engine.alive:
                 with contextlib.suppress(ConnectionError, RuntimeError):
-                    engine.writer.write(_frame(Stop()))
+                    engine.writer.write(pack_frame(Stop()))
         waits = [asyncio.ensure_future(e.process.wait()) for e in engines]
         if waits:
             await asyncio.wait(waits, timeout=max(0.0, timeout_s))
@@ -540,4 +346,3 @@ class ProcessExecutor:
             future.cancel()
         self._parked = []
         self._engines = [None] * self._processes
-

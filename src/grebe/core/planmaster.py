@@ -17,7 +17,8 @@ from typing import Any
 
 from grebe.core.deadlines import WaitLedger, payload_waits
 from grebe.core.memo import PayloadMemo, cancel_and_wait
-from grebe.core.plan import Plan, PlanResult, ResumedCoroutine
+from grebe.core.plan import Plan
+from grebe.core.plan_run import PlanResult, ResumedCoroutine
 from grebe.core.task import PlanOutput
 from grebe.errors import PlanError, is_system_fault
 from grebe.types import TaskPayload, TaskResult, TaskStatus

@@ -60,6 +60,35 @@ class Source(Protocol):
         ...
 
 
+# Optional capabilities of a source, checked with isinstance (not getattr by name).
+
+
+@runtime_checkable
+class ReportsLag(Protocol):
+    """A source that can say how much of its stream it has not handed out yet (the lag
+    gauge); memory sources answer at once, brokers after a round trip."""
+
+    def lag(self) -> int | Awaitable[int]: ...
+
+
+@runtime_checkable
+class ReportsCommitted(Protocol):
+    """A log-backed source that can tell when it has committed up to a point: for batch
+    runs (`grebe run --exit-when-done`, the demo) that stop once caught up."""
+
+    async def end_offsets(self) -> dict[int, int]: ...
+
+    async def wait_committed(self, target: dict[int, int]) -> None: ...
+
+
+@runtime_checkable
+class ReportsDrained(Protocol):
+    """A queue-backed source (no offsets) that can tell when its queue is drained and
+    nothing it handed out is still unfinished."""
+
+    async def wait_drained(self) -> None: ...
+
+
 @runtime_checkable
 class Producer(Protocol):
     """Publishes to a broker topic (output and dead-letter topics), so sinks need not know
@@ -76,36 +105,6 @@ class Producer(Protocol):
     ) -> None: ...
 
 
-# --- optional capabilities --------------------------------------------------------------
-# A Source may offer more than the protocol above. Each extra is its own small protocol,
-# so a caller asks `isinstance(source, ReportsLag)` instead of probing for attributes,
-# and a new broker sees in one place what it may implement.
-
-
-@runtime_checkable
-class ReportsLag(Protocol):
-    """Knows how many messages wait that were not handed out yet (status page, metrics)."""
-
-    def lag(self) -> int | Awaitable[int]: ...
-
-
-@runtime_checkable
-class Drains(Protocol):
-    """A queue without offsets (RabbitMQ): caught up once drained with nothing in hand."""
-
-    async def wait_drained(self) -> None: ...
-
-
-@runtime_checkable
-class CommitsOffsets(Protocol):
-    """A log with offsets: caught up once the group committed up to the end offsets
-    asked for at the start (`grebe run --exit-when-done`)."""
-
-    async def end_offsets(self) -> dict[int, int]: ...
-
-    async def wait_committed(self, target: dict[int, int]) -> None: ...
-
-
 def can_report_caught_up(source: object) -> bool:
     """Whether a batch job can tell when `source` has processed all it held."""
-    return isinstance(source, Drains | CommitsOffsets)
+    return isinstance(source, ReportsDrained | ReportsCommitted)

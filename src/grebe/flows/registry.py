@@ -100,7 +100,7 @@ def lifecycles(components: Sequence[Any]) -> list[Service]:
 
 def build_bundle(config: GrebeConfig) -> PlanBundle:
     from grebe.brokers.factory import build_producer
-    from grebe.core.supervisor import limiter_uri
+    from grebe.core.ratelimit import limiter_uri
     from grebe.flows.models import build_media, build_models
     from grebe.stores.factory import build_store
 
@@ -110,8 +110,9 @@ def build_bundle(config: GrebeConfig) -> PlanBundle:
     media = build_media(config, models)
     store = build_store(config)
     producer = build_producer(config)
+    limiter = limiter_uri(config.rate_limits.storage, config.redis.url)
     services = assemble(settings, models=models, store=store, producer=producer, media=media,
-                        output_topic=config.output.topic, rate_limit_storage=limiter_uri(config),
+                        output_topic=config.output.topic, rate_limit_storage=limiter,
                         rate_limit_namespace=config.redis.namespace)
     components = lifecycles([store, producer, *models.components(), media])
     return PlanBundle(plans=plans, services=services, components=components)

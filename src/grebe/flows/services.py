@@ -124,7 +124,7 @@ class PlanLimiter:
         """True once a slot is taken; False if none frees up within max_wait_s."""
         from limits.aio.strategies import MovingWindowRateLimiter
 
-        from grebe.core.dispatcher import limiter_storage_from, qps_item
+        from grebe.core.ratelimit import limiter_storage_from, qps_item
 
         if self._limiter is None:
             storage: Any = limiter_storage_from(self._storage_uri, self._namespace)

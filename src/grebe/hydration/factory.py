@@ -1,5 +1,5 @@
 """Build the hydration step from the `hydration:` config section, and put it in front
-of a bundle's plan master (called by `grebe.core.bundle.build_bundle`)."""
+of a bundle's plan master (called by `grebe.app.bundles.build_bundle`)."""
 
 from __future__ import annotations
 

@@ -21,14 +21,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from grebe import constants as C
-from grebe.core.bundle import PlanBundle, factory_name, load_factory
+from grebe.app.bundles import factory_bundle, factory_name
+from grebe.config import GrebeConfig
 from grebe.errors import ConfigError
-
-if TYPE_CHECKING:
-    from grebe.config import GrebeConfig
 
 log = logging.getLogger(__name__)
 
@@ -111,12 +108,7 @@ def check_coverage(config: GrebeConfig, plan_eligibilities: Iterable[tuple[str, 
 def verify(config: GrebeConfig) -> Coverage:
     """Build the configured factory's bundle (not started) and check it against the
     streams; log what each stream runs."""
-    bundle = load_factory(factory_name(config))(config)
-    if not isinstance(bundle, PlanBundle):
-        raise ConfigError(
-            f"plans.factory {factory_name(config)!r} returned {type(bundle).__name__}, "
-            "not a PlanBundle"
-        )
+    bundle = factory_bundle(config)
     coverage = check_coverage(config, [(p.name, p.eligibility) for p in bundle.plans])
     for stream, eligibilities in coverage.served.items():
         log.info("stream %s runs: %s", stream, ", ".join(eligibilities) or "(nothing)")

@@ -6,10 +6,10 @@ import pytest
 from typer.testing import CliRunner
 
 from grebe import constants as C
+from grebe.app.coverage import check_coverage, verify
+from grebe.app.supervisor import Runtime
 from grebe.cli import app
 from grebe.config import load_config
-from grebe.core.coverage import check_coverage, verify
-from grebe.core.supervisor import Runtime
 from grebe.errors import ConfigError
 
 BASIC = [("noop", "noop"), ("basic", "basic")]
@@ -101,7 +101,7 @@ def test_a_settings_section_for_a_plan_no_stream_runs_is_a_warning(tmp_path, cap
         tmp_path, streams=[{"name": "a", "eligibilities": ["post_safety"]}],
         plans={"factory": C.FLOWS_PLANS_FACTORY, "reply_ranking": {"relevance_bins": [0.2]}},
     )
-    with caplog.at_level("WARNING", logger="grebe.core.coverage"):
+    with caplog.at_level("WARNING", logger="grebe.app.coverage"):
         coverage = verify(config)
     assert "reply_ranking" in coverage.unreached
     assert "configured in plans: " in caplog.text and "reply_ranking" in caplog.text

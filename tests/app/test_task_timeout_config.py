@@ -4,8 +4,9 @@ read by nothing: plans used the constant)."""
 import asyncio
 import math
 
+from grebe.app.bundles import build_bundle
 from grebe.config import load_config
-from grebe.core.bundle import PlanBundle, build_bundle
+from grebe.core.bundle import PlanBundle
 from grebe.core.plan import Plan
 from grebe.core.planmaster import PlanMaster
 from grebe.core.task import TaskSpec
@@ -34,7 +35,7 @@ def _payload(eligibility: str) -> TaskPayload:
 async def test_engine_task_timeout_is_the_default_limit_of_every_plan() -> None:
     config = load_config(
         engine={"task_timeout_s": 0.2},
-        plans={"factory": "tests.core.test_task_timeout_config:build"},
+        plans={"factory": "tests.app.test_task_timeout_config:build"},
     )
     bundle = build_bundle(config)
     uses_default, own_limit, _ = bundle.plans

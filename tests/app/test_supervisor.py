@@ -2,10 +2,10 @@ import json
 
 import pytest
 
+from grebe.app.supervisor import Runtime, serve
 from grebe.brokers.factory import build_producer, build_source, local_log
 from grebe.brokers.local import LocalProducer
 from grebe.config import load_config
-from grebe.core.supervisor import Runtime, serve
 from grebe.errors import ConfigError
 from grebe.stores.sqlite import SqliteStore
 

@@ -7,7 +7,8 @@ unfinished stays uncommitted and is redelivered on restart. A second signal exit
 once: nothing more is acked, so nothing unfinished is lost either.
 
 The supervisor builds sources through `grebe.brokers.factory` and plans through the
-configured bundle factory, so it names no broker, store or flow itself.
+configured bundle factory (grebe.app.bundles), so it names no broker, store or flow
+itself; it hands core only settings dataclasses and a bundle recipe.
 """
 
 from __future__ import annotations
@@ -20,22 +21,24 @@ from typing import Any
 from prometheus_client import CollectorRegistry, start_http_server
 
 from grebe import constants as C
+from grebe.app.bundles import build_bundle
+from grebe.app.coverage import verify as verify_coverage
+from grebe.app.engines import process_executor
+from grebe.app.settings import dispatcher_settings, stream_settings
+from grebe.brokers.factory import build_source
 from grebe.config import GrebeConfig, StreamConfig
-from grebe.core.bundle import PlanBundle, build_bundle
-from grebe.core.coverage import verify as verify_coverage
+from grebe.core.bundle import PlanBundle
 from grebe.core.dispatcher import Dispatcher, Stream
-from grebe.core.engine import ProcessExecutor, tune_gc
+from grebe.core.engine import ProcessExecutor
+from grebe.core.engine_process import tune_gc
 from grebe.core.executor import Executor, InlineExecutor
 from grebe.core.metrics import DispatcherMetrics, NullMetrics, PrometheusMetrics
+from grebe.core.ratelimit import limiter_uri
 from grebe.core.signals import ShutdownSignals
-from grebe.core.source import CommitsOffsets, Drains, Source, can_report_caught_up
+from grebe.core.source import ReportsCommitted, ReportsDrained, Source, can_report_caught_up
 from grebe.errors import ConfigError, GrebeError
 
 log = logging.getLogger(__name__)
-
-
-def limiter_uri(config: GrebeConfig) -> str:
-    return config.redis.url if config.rate_limits.storage == "redis" else "memory://"
 
 
 SourceFactory = Callable[[StreamConfig, GrebeConfig], Source]
@@ -88,10 +91,14 @@ class Runtime:
                 log.info(
                     "metrics on http://%s:%d/metrics", config.metrics.host, self.metrics_port
                 )
+            streams = [
+                Stream(source, stream_settings(stream))
+                for source, stream in zip(self.sources, config.streams, strict=True)
+            ]
             self.dispatcher = Dispatcher(
-                [Stream(s, c) for s, c in zip(self.sources, config.streams, strict=True)],
-                self.executor, config.dispatcher, metrics=metrics,
-                limiter_storage=limiter_uri(config),
+                streams, self.executor, dispatcher_settings(config.dispatcher),
+                metrics=metrics,
+                limiter_storage=limiter_uri(config.rate_limits.storage, config.redis.url),
                 limiter_namespace=config.redis.namespace,
             )
         except BaseException:
@@ -104,18 +111,13 @@ class Runtime:
         )
 
     def _build_source(self, stream: StreamConfig) -> Source:
-        if self._source_factory is None:
-            # core/ knows no broker: the caller injects the factory. The default is looked up
-            # here, lazily, so `Runtime(config)` keeps working for the CLI and tests.
-            from grebe.brokers.factory import build_source
-
-            return build_source(stream, self.config)
-        return self._source_factory(stream, self.config)
+        factory = self._source_factory or build_source
+        return factory(stream, self.config)
 
     async def _start_executor(self) -> Executor:
         config = self.config
         if config.engine.processes >= 1:
-            executor: Executor = ProcessExecutor(config)
+            executor: Executor = process_executor(config)
         else:
             self._bundle = build_bundle(config)
             await self._bundle.start()
@@ -181,9 +183,9 @@ class Runtime:
         for source in self.sources:
             if not can_report_caught_up(source):
                 raise GrebeError(f"source {source.name} cannot report when it is caught up")
-            if isinstance(source, Drains):
+            if isinstance(source, ReportsDrained):
                 targets.append(source.wait_drained())
-            elif isinstance(source, CommitsOffsets):
+            elif isinstance(source, ReportsCommitted):
                 targets.append(source.wait_committed(await source.end_offsets()))
         await asyncio.gather(*targets)
 
