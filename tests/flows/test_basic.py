@@ -3,7 +3,8 @@ flows' one sink (grebe.flows.text_signals, grebe.flows.sinks)."""
 
 from __future__ import annotations
 
-from grebe import codec
+import msgspec
+
 from grebe.core.planmaster import PlanMaster
 from grebe.flows import basic, text_signals
 from grebe.stores.base import MemoryStore
@@ -44,4 +45,4 @@ async def test_the_sink_stores_then_publishes_one_annotation() -> None:
     assert basic.LABEL_SHOUTING in row.labels
     [(topic, key, value)] = producer.published
     assert (topic, key) == ("out", b"p1")
-    assert codec.decode_annotation(value) == row
+    assert msgspec.json.decode(value, type=Annotation) == row

@@ -24,6 +24,7 @@ from tests.selection.crafted import (
     REPLIES,
 )
 
+from grebe.app.settings import stream_settings
 from grebe.brokers.memory import MemorySource
 from grebe.config import GrebeConfig, StreamConfig, load_config
 from grebe.core.dispatcher import Dispatcher, Stream
@@ -161,7 +162,7 @@ async def run_stream(stream: StreamConfig) -> tuple[list[TaskPayload], MemorySou
     recorder = RecordingMaster()
     executor = InlineExecutor(SelectingMaster(recorder, selections([stream])))
     await executor.start()
-    dispatcher = Dispatcher([Stream(source, stream)], executor, config())
+    dispatcher = Dispatcher([Stream(source, stream_settings(stream))], executor, config())
     try:
         async with Running(dispatcher):
             async with asyncio.timeout(10):
