@@ -42,10 +42,6 @@ class PostANNIndex:
         self._keys: dict[str, int] = {}
         self._ids: dict[int, str] = {}
         self._next = itertools.count(1)
-        #: A quantised index orders neighbours approximately (i8 put 7% of the exact top
-        #: 500 outside its top 500 on bench/feed.py's data): it is asked a quarter
-        #: deeper, and what it finds is re-ordered by exact cosines from float32 copies.
-        self._exact = _UnitRows(dim) if dtype != "f32" else None
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -83,8 +79,6 @@ class PostANNIndex:
             return
         keys = np.fromiter((next(self._next) for _ in ids), dtype=np.uint64, count=len(ids))
         self._index.add(keys, array[keep])
-        if self._exact is not None:
-            self._exact.put(keys, array[keep] / norms[keep, None])
         for post_id, key in zip(ids, keys.tolist(), strict=True):
             self._keys[post_id] = key
             self._ids[key] = post_id
@@ -123,16 +117,11 @@ class PostANNIndex:
             return out
         pending = np.flatnonzero(np.linalg.norm(queries, axis=1) > 0).tolist()
         depth = k + min(len(exclude), k) + SEARCH_SLACK
-        if self._exact is not None:
-            depth += depth // 4
         while pending:
             short = []
             for slot, (keys, distances, count) in zip(
                     pending, self._raw_search(queries[pending], depth), strict=True):
-                keys, distances = keys[:count], distances[:count]
-                if self._exact is not None:
-                    keys, distances = self._exact.reorder(queries[slot], keys)
-                found = self._collect(keys, distances, k, exclude)
+                found = self._collect(keys[:count], distances[:count], k, exclude)
                 out[slot] = found
                 if len(found) < k and count >= depth:  # saturated: there may be more
                     short.append(slot)
@@ -163,32 +152,3 @@ class PostANNIndex:
 
 #: Neighbours asked beyond k (and the excluded): removed-but-not-compacted keys.
 SEARCH_SLACK = 8
-
-
-class _UnitRows:
-    """Float32 unit vectors by integer key (keys are handed out in sequence, so a key is
-    its row), to re-order a quantised index's neighbours by exact cosine."""
-
-    def __init__(self, dim: int) -> None:
-        self._rows = np.zeros((1024, dim), dtype=np.float32)
-
-    def put(self, keys: np.ndarray, unit: np.ndarray) -> None:
-        top = int(keys.max()) + 1
-        if top > len(self._rows):
-            grown = np.zeros((max(top, 2 * len(self._rows)), self._rows.shape[1]),
-                             dtype=np.float32)
-            grown[: len(self._rows)] = self._rows
-            self._rows = grown
-        self._rows[keys.astype(np.intp)] = unit
-
-    def reorder(self, query: np.ndarray, keys: list[int]) -> tuple[list[int], list[float]]:
-        """`keys` most similar first by exact cosine to `query` (ties in their order),
-        and their cosine distances."""
-        if not keys:
-            return keys, []
-        rows = np.asarray(keys, dtype=np.intp)
-        unit = query.astype(np.float32) / np.float32(np.linalg.norm(query))
-        # einsum: no BLAS threads; float64 so distance -> similarity round-trips.
-        similarity = np.einsum("ij,j->i", self._rows[rows], unit).astype(np.float64)
-        order = np.argsort(-similarity, kind="stable")
-        return rows[order].tolist(), (1.0 - similarity[order]).tolist()
