@@ -30,13 +30,13 @@ class ANNError(GrebeError):
 class PostANNIndex:
     def __init__(
         self, dim: int, *, connectivity: int = 16, expansion_add: int = 128,
-        expansion_search: int = 64, dtype: str = "f32",
+        expansion_search: int = 64,
     ) -> None:
         if dim < 1:
             raise ANNError(f"dim must be >= 1, got {dim}")
         self.dim = dim
         self._index = Index(
-            ndim=dim, metric="cos", dtype=dtype, connectivity=connectivity,
+            ndim=dim, metric="cos", dtype="f32", connectivity=connectivity,
             expansion_add=expansion_add, expansion_search=expansion_search,
         )
         self._keys: dict[str, int] = {}
@@ -142,8 +142,8 @@ class PostANNIndex:
 
     def _collect(self, keys: list[int], distances: list[float], k: int,
                  exclude: Collection[str]) -> list[tuple[str, float]]:
-        # One comprehension over the ids mapped in C: a loop with a call per neighbour
-        # was most of a home request's out-of-network time besides the search itself.
+        # One comprehension over the ids mapped in C (no method call per neighbour);
+        # the first k left after the exclusions.
         found = [(post_id, 1.0 - distance)
                  for post_id, distance in zip(map(self._ids.get, keys), distances, strict=True)
                  if post_id is not None and post_id not in exclude]

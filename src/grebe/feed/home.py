@@ -162,7 +162,7 @@ def build_home_pipeline(
         size = dim or (embedder.dim if embedder is not None else None)
         if size is None:
             raise ValueError("build_home_pipeline needs an embedder or dim for the ANN index")
-        index = PostANNIndex(size, dtype=settings.ann_dtype)
+        index = PostANNIndex(size)
     thunder = thunder or LocalThunderClient(thunder_store)
     features = FeatureCache(
         store, settings.embedding_producer, size=settings.feature_cache_posts,

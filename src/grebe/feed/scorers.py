@@ -20,8 +20,8 @@ _IN_NETWORK = attrgetter("in_network")
 
 def _joined(embeddings: list[Any], dim: int) -> np.ndarray | None:
     """The embeddings as one float32 matrix when every one is a vector of `dim` values,
-    else None. One concatenate: `np.stack` wraps each of ~1,500 rows in Python first
-    (0.7 ms a request, measured with bench/feed.py's candidates)."""
+    else None. One concatenate: `np.stack` wraps each row in Python first (1,500 rows
+    of 384: 0.46 ms here against 0.68, a micro-benchmark at load ~10)."""
     try:
         if len(set(map(len, embeddings))) != 1:
             return None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
@@ -43,11 +43,6 @@ class FeedSettings(BaseModel):
     #: Out-of-network retrieval searches near the interest mean and near each of the
     #: newest this-many engaged posts, so a viewer with two interests finds both.
     interest_queries: int = Field(default=8, ge=0)
-    #: How the out-of-network index stores vectors: "i8" (int8, the default) searches
-    #: ~3x faster than "f32" at the bench's depths and holds a quarter of the memory;
-    #: retrieval only picks candidates, which are then ranked on their exact float32
-    #: embeddings (bench/feed.py, bench/feed_eval.py: recall and NDCG unchanged).
-    ann_dtype: Literal["f32", "f16", "i8"] = "f32"
     weights: ScoreWeights = ScoreWeights()
     recency_half_life_s: float = Field(default=6 * 3600.0, gt=0)
     #: The n-th post of an author in one feed is multiplied by decay**n (never below floor).
