@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/feed.py [--rate 200] [--seconds 10] [--viewers 200]
         [--posts 60000] [--authors 6000] [--following 400] [--dim 384] [--profile OUT]
-        [--max-in-flight N]
+        [--max-in-flight N] [--start-at EPOCH]
 
 One process, one event loop: an in-process thunder store of `--posts` posts, an
 annotation store (SQLite, as `grebe feed-serve` uses by default) holding a label, a
@@ -129,9 +129,13 @@ async def run(args: argparse.Namespace) -> None:
         if args.freeze:  # as `grebe thunder serve` does once loaded: GC skips what is held
             gc.collect()
             gc.freeze()
+        if args.start_at:  # an A/B run beside another process: time the same period
+            await asyncio.sleep(max(0.0, args.start_at - time.time()))
         total = int(args.rate * args.seconds)
         interval = 1.0 / args.rate
-        profiler = cProfile.Profile() if args.profile else None
+        # CPU time, not wall: on a shared box a wall-clock profile charges C calls (usearch,
+        # numpy) with the time the process waited for a core.
+        profiler = cProfile.Profile(time.process_time) if args.profile else None
         if profiler is not None:
             profiler.enable()
         start = time.perf_counter()
@@ -178,6 +182,9 @@ def main() -> None:
                              "requests beyond this many in flight are refused (0: none)")
     parser.add_argument("--profile", type=Path, default=None,
                         help="write a cProfile of the timed requests here (pstats)")
+    parser.add_argument("--start-at", type=float, default=0.0,
+                        help="start the timed requests at this epoch time (after loading), "
+                             "so two versions run side by side are timed over one period")
     parser.add_argument("--no-freeze", dest="freeze", action="store_false",
                         help="do not gc.freeze() the loaded state before timing")
     asyncio.run(run(parser.parse_args()))

@@ -120,7 +120,6 @@ DEFAULT_REDIS_PREFIX = "grebe"
 # Redis never share a QPS budget, a cache entry or an annotation.
 DEFAULT_REDIS_NAMESPACE = "grebe"
 REDIS_LIMITS_SUFFIX = "limits"  # QPS budgets: <namespace>:limits:... (the limits library)
-DEFAULT_CACHE_TTL_S = 600.0
 RABBIT_ATTEMPT_HEADER = "x-grebe-attempt"  # deliveries so far, on retried messages
 RABBIT_MAX_PRIORITY_ARG = "x-max-priority"  # the stream queue's one declared argument
 RABBIT_RETRY_SUFFIX = ".retry"  # <queue>.retry.<attempt>: the delay queue of one attempt

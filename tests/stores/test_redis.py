@@ -1,8 +1,7 @@
-"""RedisStore and RedisCache against the real server of scripts/services.sh."""
+"""RedisStore against the real server of scripts/services.sh."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
@@ -10,7 +9,7 @@ import pytest
 
 from grebe.errors import StoreError
 from grebe.stores.base import AnnotationStore
-from grebe.stores.redis import RedisCache, RedisStore
+from grebe.stores.redis import RedisStore
 from grebe.types import Annotation
 
 pytestmark = pytest.mark.integration
@@ -45,26 +44,6 @@ async def test_upsert_is_idempotent_and_keeps_created_at(store: RedisStore) -> N
     assert rows[1].scores == {"spam": 0.2} and rows[1].embedding is None
     assert await store._started().hlen(store.key("p1")) == 4  # 2 keys x (body, created)
     assert await store.get("nope") == []
-
-
-async def test_cache_values_expire(redis_url: str) -> None:
-    cache = RedisCache(redis_url, prefix=f"test-{uuid.uuid4().hex[:8]}", ttl_s=60)
-    await cache.start()
-    try:
-        assert await cache.get("transcript:p1") is None
-        await cache.set("transcript:p1", b"hello world")
-        await cache.set("labels:p1", b'["spam"]', ttl_s=0.2)
-        assert await cache.get("transcript:p1") == b"hello world"
-        assert await cache.get("labels:p1") == b'["spam"]'
-        await asyncio.sleep(0.35)
-        assert await cache.get("labels:p1") is None
-        assert await cache.get("transcript:p1") == b"hello world"
-        with pytest.raises(StoreError):
-            await cache.set("x", b"y", ttl_s=0)
-        await cache.delete("transcript:p1")
-        assert await cache.get("transcript:p1") is None
-    finally:
-        await cache.stop()
 
 
 async def test_unreachable_redis_is_a_clear_error() -> None:

@@ -38,3 +38,19 @@ def test_a_rebuilt_record_is_encoded_again() -> None:
     store.apply(PostCreate(post_id="p", author_id="a", created_at=time.time() - 5))
     after = encoder.response([store.get("r")], partial=False)  # type: ignore[list-item]
     assert after.posts[0].in_reply_to_author_id == "a"
+
+
+def test_encoded_response_with_partial_and_debug_parses_to_the_message() -> None:
+    """The service sends `encode`'s bytes unparsed (identity serializer): they must be
+    the serialised message, `partial` and `debug` included."""
+    posts = [LightPost(post_id=f"p{i}", author_id="a", created_at=float(i)) for i in range(3)]
+    debug = thunder_pb2.DebugInfo(authors_scanned=7, candidates=9, elapsed_ms=1.5,
+                                  store_posts=3, freshness_s=0.25)
+    encoder = ResponseEncoder(size=10)
+    for partial in (False, True):
+        raw = encoder.encode(posts, partial, debug)
+        want = thunder_pb2.GetInNetworkPostsResponse(
+            posts=[to_proto(p) for p in posts], partial=partial, debug=debug)
+        assert thunder_pb2.GetInNetworkPostsResponse.FromString(raw) == want
+    assert thunder_pb2.GetInNetworkPostsResponse.FromString(
+        encoder.encode([], False)) == thunder_pb2.GetInNetworkPostsResponse()

@@ -227,10 +227,6 @@ class PipelineResult(msgspec.Struct, Generic[Q, C], kw_only=True):
         return counts
 
 
-class ComponentError(Exception):
-    """A component broke its contract (wrong count, bad output); it is skipped."""
-
-
 def apply_patch(target: Any, patch: Patch) -> None:
     for key, value in patch.items():
         setattr(target, key, value)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from itertools import chain
+from operator import itemgetter
 from typing import Protocol
 
 from grebe.feed.ann import PostANNIndex
@@ -76,7 +78,6 @@ class SimilarPostsSource:
         followed = set(query.following)
         # Ask for more than k: followed authors' and the viewer's own posts are skipped.
         exclude = query.seen.union(query.engaged)
-        best: dict[str, float] = {}
         extra = query.interest_vectors[: s.interest_queries]
         # The mean's neighbourhood in full (a quarter more than k: followed authors'
         # posts are skipped); each engaged post's in a share of it, all in one batched
@@ -87,13 +88,20 @@ class SimilarPostsSource:
         if extra:
             found += self.index.search_many(
                 extra, max(MIN_PER_QUERY, depth // (len(extra) + 1)), exclude)
-        for matches in found:
-            for post_id, similarity in matches:
-                if similarity > best.get(post_id, -2.0):
-                    best[post_id] = similarity
+        # Every (post id, similarity) found, most similar first, equal similarities in
+        # id order: two sorts in C (the second is stable) instead of a merge into a dict
+        # and a sort by a Python key. A post found by several searches is taken at its
+        # first (best) occurrence.
+        pairs = list(chain.from_iterable(found))
+        pairs.sort()
+        pairs.sort(key=_SIMILARITY, reverse=True)
+        taken: set[str] = set()
         close: list[FeedCandidate] = []
         backfill: list[FeedCandidate] = []
-        for post_id, similarity in sorted(best.items(), key=lambda kv: (-kv[1], kv[0])):
+        for post_id, similarity in pairs:
+            if post_id in taken:
+                continue
+            taken.add(post_id)
             if similarity < s.backfill_min_similarity or len(close) + len(backfill) == k:
                 break
             post = self.posts.get(post_id)
@@ -110,3 +118,4 @@ class SimilarPostsSource:
 
 BACKFILL_SOURCE = "similar_posts_backfill"
 MIN_PER_QUERY = 20  # neighbours asked of each engaged post's search, at least
+_SIMILARITY = itemgetter(1)

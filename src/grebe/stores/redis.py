@@ -1,4 +1,4 @@
-"""Redis: an annotation store (one hash per post) and a TTL cache shared by replicas.
+"""Redis: an annotation store, one hash per post.
 
 Annotation store layout, per post `<prefix>:ann:<post id>` (a hash):
 
@@ -11,10 +11,6 @@ An upsert of many annotations is one Lua script, atomic like the MULTI/EXEC it
 replaced, so a batch is written whole or not at all and costs one round trip; it
 refuses the whole batch with PostIdReusedError when a post id is held under another
 fingerprint (a different post under a reused id).
-
-The TTL cache keeps bytes (transcripts, labels, embeddings encoded by their owner) under
-`<prefix>:cache:<key>` for `ttl_s`, so work done by one replica is reused by the others
-and across retries.
 """
 
 from __future__ import annotations
@@ -57,11 +53,10 @@ return nil
 """
 
 
-class _RedisClient:
-    """The client lifecycle both Redis classes share: connect and ping in start(), close
-    in stop(), and a clear error when used before start()."""
+class RedisStore:
+    """AnnotationStore on Redis hashes (see module doc for the layout)."""
 
-    def __init__(self, url: str, prefix: str) -> None:
+    def __init__(self, url: str, *, prefix: str = C.DEFAULT_REDIS_PREFIX) -> None:
         self.url = url
         self.prefix = prefix
         self._redis: aioredis.Redis | None = None
@@ -87,13 +82,6 @@ class _RedisClient:
         if self._redis is None:
             raise StoreError(f"{type(self).__name__} used before start()")
         return self._redis
-
-
-class RedisStore(_RedisClient):
-    """AnnotationStore on Redis hashes (see module doc for the layout)."""
-
-    def __init__(self, url: str, *, prefix: str = C.DEFAULT_REDIS_PREFIX) -> None:
-        super().__init__(url, prefix)
 
     def key(self, post_id: str) -> str:
         return f"{self.prefix}:ann:{post_id}"
@@ -140,39 +128,3 @@ class RedisStore(_RedisClient):
                 annotation.created_at = float(created)
             annotations.append(annotation)
         return sorted(annotations, key=lambda a: (a.producer, a.version))
-
-
-class RedisCache(_RedisClient):
-    """A TTL cache of bytes shared by every replica (transcripts, labels, ...)."""
-
-    def __init__(self, url: str, *, prefix: str = C.DEFAULT_REDIS_PREFIX,
-                 ttl_s: float = C.DEFAULT_CACHE_TTL_S) -> None:
-        if ttl_s <= 0:
-            raise StoreError(f"cache ttl_s must be > 0, got {ttl_s}")
-        super().__init__(url, prefix)
-        self.ttl_s = ttl_s
-
-    def key(self, key: str) -> str:
-        return f"{self.prefix}:cache:{key}"
-
-    async def get(self, key: str) -> bytes | None:
-        try:
-            value = cast(bytes | None, await self._started().get(self.key(key)))
-        except (RedisError, OSError) as exc:
-            raise StoreError(f"Redis cache: {exc}") from exc
-        return value
-
-    async def set(self, key: str, value: bytes, ttl_s: float | None = None) -> None:
-        ttl = self.ttl_s if ttl_s is None else ttl_s
-        if ttl <= 0:
-            raise StoreError(f"cache ttl must be > 0, got {ttl}")
-        try:
-            await self._started().set(self.key(key), value, px=max(1, round(ttl * 1000)))
-        except (RedisError, OSError) as exc:
-            raise StoreError(f"Redis cache: {exc}") from exc
-
-    async def delete(self, key: str) -> None:
-        try:
-            await self._started().delete(self.key(key))
-        except (RedisError, OSError) as exc:
-            raise StoreError(f"Redis cache: {exc}") from exc

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from grebe.thunder.store import LightPost, ThunderStore
 
+_AUTHOR = attrgetter("author_id")
+_PARENT = attrgetter("in_reply_to_post_id")
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
 
 
@@ -127,12 +130,10 @@ class ThunderMetrics:
         """Record the request statistics of one answer (nothing for an empty one)."""
         if not posts:
             return
-        replies = 0
-        authors: set[str] = set()
-        for post in posts:
-            authors.add(post.author_id)
-            if post.in_reply_to_post_id is not None:
-                replies += 1
+        # Counted in C (map, set, list.count): a Python loop over 800 posts per answer
+        # cost more than the rest of the call's bookkeeping together.
+        authors = set(map(_AUTHOR, posts))
+        replies = len(posts) - list(map(_PARENT, posts)).count(None)
         # Posts come newest first.
         self.answer_time_range.observe(posts[0].created_at - posts[-1].created_at)
         self.answer_reply_ratio.observe(replies / len(posts))

@@ -81,7 +81,8 @@ class InNetworkPostsService(thunder_pb2_grpc.InNetworkPostsServicer):
 
     async def GetInNetworkPosts(  # the gRPC method name
         self, request: thunder_pb2.GetInNetworkPostsRequest, context: grpc.aio.ServicerContext,
-    ) -> thunder_pb2.GetInNetworkPostsResponse:
+    ) -> bytes:
+        """The serialised response (see `add_service`: sent as it is)."""
         s, m = self.settings, self.metrics
         if self.ready is not None and not self.ready.is_set():
             m.requests.labels(grpc.StatusCode.UNAVAILABLE.name).inc()
@@ -121,16 +122,17 @@ class InNetworkPostsService(thunder_pb2_grpc.InNetworkPostsServicer):
                 budget_s=budget,
             )
             result = await run_scan(self.store, query)
-            response = self.encoder.response(result.posts, result.partial)
+            debug = None
             if request.debug:
                 newest = self.store.newest_created_at
-                response.debug.CopyFrom(thunder_pb2.DebugInfo(
+                debug = thunder_pb2.DebugInfo(
                     authors_scanned=result.authors_scanned,
                     candidates=result.candidates,
                     elapsed_ms=result.elapsed_s * 1000.0,
                     store_posts=len(self.store),
                     freshness_s=max(0.0, time.time() - newest) if newest else 0.0,
-                ))
+                )
+            response = self.encoder.encode(result.posts, result.partial, debug)
             if result.partial:
                 m.timeouts.inc()
             m.returned.observe(len(result.posts))
@@ -155,6 +157,25 @@ class InNetworkPostsService(thunder_pb2_grpc.InNetworkPostsServicer):
         if request.max_results > s.max_results_cap:
             return f"max_results {request.max_results} is above the limit of {s.max_results_cap}"
         return None
+
+
+def _as_is(response: bytes) -> bytes:
+    return response
+
+
+def add_service(service: InNetworkPostsService, server: grpc.aio.Server) -> None:
+    """Register the service as the generated `add_InNetworkPostsServicer_to_server`
+    does, but with the identity as response serializer: `GetInNetworkPosts` returns the
+    response already serialised (grebe.thunder.wire), so it is not parsed and serialised
+    once more per call."""
+    handlers = {"GetInNetworkPosts": grpc.unary_unary_rpc_method_handler(
+        service.GetInNetworkPosts,
+        request_deserializer=thunder_pb2.GetInNetworkPostsRequest.FromString,
+        response_serializer=_as_is,
+    )}
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+    server.add_registered_method_handlers(SERVICE_NAME, handlers)
 
 
 class ThunderServer:
@@ -189,7 +210,7 @@ class ThunderServer:
             raise ConfigError(f"thunder.tls: cannot read {exc.filename}: {exc.strerror}") from exc
         server = grpc.aio.server(compression=COMPRESSION[s.compression], interceptors=[
             BearerAuthInterceptor(self.keys, "thunder"), DecodeGuardInterceptor()])
-        thunder_pb2_grpc.add_InNetworkPostsServicer_to_server(self.service, server)
+        add_service(self.service, server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         # Server reflection: a client in any language (grpcurl, Postman, grpc-js) can
         # list and call the services without a copy of thunder.proto.

@@ -3,7 +3,9 @@
 Building 800 `LightPost` messages field by field costs ~1 ms of Python per answer, more
 than the store's query itself; popular posts are returned to many viewers, so the
 encoded bytes of each record are cached and an answer is the concatenation of its posts'
-bytes (a repeated field is just its elements one after another), parsed once in C.
+bytes (a repeated field is just its elements one after another). The service sends
+those bytes as they are (its method handler's serializer is the identity), so an answer
+is neither parsed nor serialised again on the server (`encode`).
 
 The cache is keyed by post id and checked by identity against the record: a record
 rebuilt by the store (a late parent filled its reply context) is re-encoded. It holds
@@ -17,8 +19,11 @@ from collections.abc import Sequence
 from grebe.thunder.proto import thunder_pb2
 from grebe.thunder.store import LightPost
 
-#: The wire tag of `GetInNetworkPostsResponse.posts` (field 1, length-delimited).
+#: Wire tags of `GetInNetworkPostsResponse`: posts (field 1, length-delimited), partial
+#: (field 2, varint) and debug (field 3, length-delimited).
 _POSTS_TAG = b"\x0a"
+_PARTIAL = b"\x10\x01"
+_DEBUG_TAG = b"\x1a"
 
 
 def to_proto(post: LightPost) -> thunder_pb2.LightPost:
@@ -76,10 +81,25 @@ class ResponseEncoder:
                 del cache[next(iter(cache))]
         return encoded
 
+    def encode(self, posts: Sequence[LightPost], partial: bool,
+               debug: thunder_pb2.DebugInfo | None = None) -> bytes:
+        """The serialised `GetInNetworkPostsResponse`: the cached fields joined (looked up
+        inline: a call per post was a fifth of the server's time per call), then
+        `partial` and `debug` when set."""
+        cache, field = self._cache, self.field
+        parts: list[bytes] = []
+        append = parts.append
+        for post in posts:
+            hit = cache.get(post.post_id)
+            append(hit[1] if hit is not None and hit[0] is post else field(post))
+        if partial:
+            append(_PARTIAL)
+        if debug is not None:
+            body = debug.SerializeToString()
+            append(_DEBUG_TAG + _varint(len(body)) + body)
+        return b"".join(parts)
+
     def response(self, posts: Sequence[LightPost], partial: bool
                  ) -> thunder_pb2.GetInNetworkPostsResponse:
-        field = self.field
-        response = thunder_pb2.GetInNetworkPostsResponse.FromString(
-            b"".join([field(p) for p in posts]))
-        response.partial = partial
-        return response
+        """`encode`, parsed: the message a client receives."""
+        return thunder_pb2.GetInNetworkPostsResponse.FromString(self.encode(posts, partial))

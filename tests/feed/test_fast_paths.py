@@ -1,0 +1,105 @@
+"""The home request's fast paths (issue 13, feed CPU) give the answers of the plain ones:
+the interest signal from one concatenated matrix equals the row-by-row one, with or
+without candidates lacking an embedding; the out-of-network merge (two C sorts, first
+occurrence wins) equals "best similarity per post, then by similarity, ties by id"."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import numpy as np
+
+from grebe.feed.ann import PostANNIndex
+from grebe.feed.candidates import FeedCandidate, HomeQuery
+from grebe.feed.scorers import WeightedScorer
+from grebe.feed.settings import feed_settings
+from grebe.feed.sources import SimilarPostsSource
+from grebe.thunder.events import PostCreate
+from grebe.thunder.store import ThunderStore
+
+
+def _candidates(rng: np.random.Generator, n: int, dim: int) -> list[FeedCandidate]:
+    return [FeedCandidate(post_id=f"p{i}", author_id=f"u{i % 7}", created_at=1000.0 + i,
+                          in_network=bool(i % 2), source="s",
+                          embedding=rng.normal(size=dim).astype(np.float32))
+            for i in range(n)]
+
+
+def _row_by_row(query: HomeQuery, candidates: list[FeedCandidate]) -> np.ndarray:
+    """The definition: best cosine with the interest vectors, the source's similarity
+    (or 0) without a usable embedding, clipped to 0..1."""
+    interests = np.asarray(query.interest_vectors, dtype=np.float64)
+    out = []
+    for c in candidates:
+        e = c.embedding
+        if e is None or len(e) != interests.shape[1]:
+            out.append(c.similarity or 0.0)
+            continue
+        norm = float(np.linalg.norm(e))
+        out.append(float((interests @ np.asarray(e, dtype=np.float64)).max()) / norm
+                   if norm else 0.0)
+    return np.clip(np.array(out), 0.0, 1.0)
+
+
+def test_interest_from_one_matrix_equals_row_by_row() -> None:
+    rng = np.random.default_rng(4)
+    scorer = WeightedScorer(feed_settings({}))
+    query = HomeQuery(user_id="v", interest_vectors=rng.normal(size=(3, 8)).tolist())
+    every = _candidates(rng, 40, 8)
+    every[5].embedding = np.zeros(8, dtype=np.float32)  # no direction: 0
+    assert np.allclose(scorer.interest(query, every), _row_by_row(query, every), atol=1e-6)
+    mixed = _candidates(rng, 40, 8)
+    mixed[3].embedding = None
+    mixed[3].similarity = 0.4
+    mixed[9].embedding = np.ones(5, dtype=np.float32)  # another model's size: not used
+    mixed[9].similarity = 0.7
+    got = scorer.interest(query, mixed)
+    assert np.allclose(got, _row_by_row(query, mixed), atol=1e-6)
+    assert got[3] == 0.4 and got[9] == 0.7
+
+
+async def test_similar_posts_best_similarity_first_ties_by_id() -> None:
+    rng = np.random.default_rng(2)
+    prng = random.Random(2)
+    store = ThunderStore()
+    index = PostANNIndex(8)
+    vectors = rng.normal(size=(400, 8)).astype(np.float32)
+    vectors[20:30] = vectors[10]  # exact ties in similarity
+    ids = [f"p{i:03d}" for i in range(400)]
+    now = time.time()
+    for i, pid in enumerate(ids):
+        store.apply(PostCreate(post_id=pid, author_id=f"u{prng.randrange(40)}",
+                               created_at=now - 500 + i))
+    index.add_many(ids, vectors)
+    settings = feed_settings({"out_of_network_max": 60, "min_similarity": 0.8,
+                              "backfill_min_similarity": 0.0})
+    source = SimilarPostsSource(index, store, settings)
+    engaged = np.vstack([vectors[10], vectors[200], vectors[300]])
+    mean = engaged.mean(axis=0)
+    query = HomeQuery(user_id="me", following=["u1", "u2"], seen={"p011", "p250"},
+                      interest_vector=(mean / np.linalg.norm(mean)).tolist(),
+                      interest_vectors=engaged.tolist())
+    got = await source.fetch(query)
+
+    # The definition, from the same searches.
+    exclude = query.seen.union(query.engaged)
+    depth = 60 + 60 // 4
+    found = [index.search(query.interest_vector, depth, exclude),  # type: ignore[arg-type]
+             *index.search_many(engaged, max(20, depth // 4), exclude)]
+    best: dict[str, float] = {}
+    for matches in found:
+        for post_id, similarity in matches:
+            best[post_id] = max(similarity, best.get(post_id, -2.0))
+    expected = []
+    for post_id, similarity in sorted(best.items(), key=lambda kv: (-kv[1], kv[0])):
+        post = store.get(post_id)
+        if post is None or post.author_id in {"u1", "u2", "me"}:
+            continue
+        expected.append((post_id, similarity))
+        if len(expected) == 60:
+            break
+    assert [(c.post_id, c.similarity) for c in got] == expected
+    assert {c.source for c in got} == {"similar_posts", "similar_posts_backfill"}
+    tied = [c.post_id for c in got if c.post_id in {f"p{i:03d}" for i in (10, *range(20, 30))}]
+    assert tied == sorted(tied) and len(tied) >= 5
