@@ -409,6 +409,8 @@ kafka_scram_users() {
       --add-config "$mechanism=[password=$KAFKA_SASL_PASSWORD]" >"$KAFKA_LOG-scram.log" 2>&1 \
       || { cat "$KAFKA_LOG-scram.log" >&2; die "kafka: adding $mechanism user failed"; }
   done
+  # A broker started from another checkout is reused: this one's data dir may not exist.
+  mkdir -p "$(dirname "$KAFKA_SCRAM_MARKER")"
   touch "$KAFKA_SCRAM_MARKER"
 }
 
