@@ -13,7 +13,7 @@ import numpy as np
 from grebe.feed.ann import PostANNIndex
 from grebe.feed.candidates import FeedCandidate, HomeQuery
 from grebe.feed.scorers import WeightedScorer
-from grebe.feed.settings import feed_settings
+from grebe.feed.settings import FeedSettings
 from grebe.feed.sources import SimilarPostsSource
 from grebe.thunder.events import PostCreate
 from grebe.thunder.store import ThunderStore
@@ -44,7 +44,7 @@ def _row_by_row(query: HomeQuery, candidates: list[FeedCandidate]) -> np.ndarray
 
 def test_interest_from_one_matrix_equals_row_by_row() -> None:
     rng = np.random.default_rng(4)
-    scorer = WeightedScorer(feed_settings({}))
+    scorer = WeightedScorer(FeedSettings())
     query = HomeQuery(user_id="v", interest_vectors=rng.normal(size=(3, 8)).tolist())
     every = _candidates(rng, 40, 8)
     every[5].embedding = np.zeros(8, dtype=np.float32)  # no direction: 0
@@ -72,7 +72,7 @@ async def test_similar_posts_best_similarity_first_ties_by_id() -> None:
         store.apply(PostCreate(post_id=pid, author_id=f"u{prng.randrange(40)}",
                                created_at=now - 500 + i))
     index.add_many(ids, vectors)
-    settings = feed_settings({"out_of_network_max": 60, "min_similarity": 0.8,
+    settings = FeedSettings.model_validate({"out_of_network_max": 60, "min_similarity": 0.8,
                               "backfill_min_similarity": 0.0})
     source = SimilarPostsSource(index, store, settings)
     engaged = np.vstack([vectors[10], vectors[200], vectors[300]])
