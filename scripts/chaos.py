@@ -78,6 +78,8 @@ class Figures:
     posts: int = 0
     annotated: int = 0
     dead_own: int = 0
+    bad_lines: int = 0
+    readers: int = 1  # streams reading TOPIC: each dead-letters every bad line once
     lost: int = 0
     dead_system: int = 0
     duplicates: int = 0
@@ -87,7 +89,8 @@ class Figures:
     system_reasons: Counter[str] = field(default_factory=Counter)
 
     def failed(self) -> bool:
-        return bool(self.lost or self.dead_system or self.duplicates or self.stuck)
+        return bool(self.lost or self.dead_system or self.duplicates or self.stuck
+                    or self.dead_own != self.bad_lines * self.readers)
 
     def report(self) -> str:
         lines = [
@@ -95,7 +98,8 @@ class Figures:
             f"({', '.join(f'{k} {v}' for k, v in sorted(self.faults.items()))}; "
             f"outages felt: {', '.join(f'{k} {v}' for k, v in sorted(self.felt.items()))})",
             f"posts {self.posts}: annotated {self.annotated}, dead-lettered for their own "
-            f"fault {self.dead_own}",
+            f"fault {self.dead_own} ({self.bad_lines} bad lines x {self.readers} streams "
+            f"reading {TOPIC})",
             f"lost {self.lost}, dead-lettered for a system fault {self.dead_system}, "
             f"duplicates {self.duplicates}, stuck {self.stuck}",
         ]
@@ -147,6 +151,9 @@ class Chaos:
         raw: dict[str, Any] = copy.deepcopy(yaml.safe_load(
             resources.files("grebe").joinpath("data/default.yaml").read_text()))
         raw["data_dir"] = str(self.data)
+        # Grox's unified generator and grebe's unified_posts both read TOPIC, each with
+        # its own consumer group: each dead-letters a bad line once.
+        self.figures.readers = sum(1 for s in raw["streams"] if s.get("topic") == TOPIC)
         raw["local"] = {"path": str(self.log_db)}
         raw["metrics"] = {"enabled": False}  # a fixed port would collide with others
         if self.proxy is not None:
@@ -221,6 +228,7 @@ class Chaos:
         bad = BAD_LINE.replace("no id", f"round {number}: no id")
         lines.insert(self.rng.randrange(len(lines) + 1), bad)
         self.bad_lines.add(bad.encode())
+        self.figures.bad_lines = len(self.bad_lines)
         path = self.work / f"round-{number}.jsonl"
         path.write_text("\n".join(lines) + "\n")
         subprocess.run([GREBE, "ingest", str(path), "--topic", TOPIC, "--no-validate",

@@ -86,9 +86,13 @@ class GatedExecutor:
     """Runs each task for a few ms; while `gate` is closed, new tasks wait for it. The
     sink is `processed`: a post counted twice was processed twice."""
 
-    def __init__(self) -> None:
+    def __init__(self, close_after: int | None = None) -> None:
         self.gate = asyncio.Event()
         self.gate.set()
+        # Close the gate by itself when the post after the first `close_after` arrives:
+        # a test that closed it "after 20 were processed" raced the consumer, which could
+        # finish every post before the test woke up, leaving none to hold.
+        self.close_after = close_after
         self.held: list[str] = []
         self.held_changed = asyncio.Event()
         self.submitted: set[str] = set()
@@ -104,14 +108,20 @@ class GatedExecutor:
 
     def submit(self, payload: TaskPayload) -> asyncio.Future[TaskResult]:
         self.submitted.add(payload.post.id)
+        if self.close_after is not None and len(self.submitted) > self.close_after:
+            self.gate.clear()
+            self.close_after = None
         future: asyncio.Future[TaskResult] = asyncio.get_running_loop().create_future()
-        task = asyncio.ensure_future(self._run(payload, future))
+        # Held or not is decided here, at submission: a task decided when it first ran
+        # would see a gate a later submission of the same batch had closed.
+        task = asyncio.ensure_future(self._run(payload, future, hold=not self.gate.is_set()))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return future
 
-    async def _run(self, payload: TaskPayload, future: asyncio.Future[TaskResult]) -> None:
-        if not self.gate.is_set():
+    async def _run(self, payload: TaskPayload, future: asyncio.Future[TaskResult], *,
+                   hold: bool) -> None:
+        if hold:
             self.held.append(payload.post.id)
             self.held_changed.set()
             await self.gate.wait()
@@ -203,7 +213,7 @@ async def test_a_cut_connection_reconnects_and_loses_no_message_or_ack(
     assert source._connection is not None
     reconnected = asyncio.Event()
     source._connection.reconnect_callbacks.add(lambda *_: reconnected.set())
-    executor = GatedExecutor()
+    executor = GatedExecutor(close_after=20)
     dispatcher = Dispatcher(
         [Stream(source, StreamSettings(name="requests"))], executor,  # type: ignore[arg-type]
         DispatcherSettings(max_in_flight=8, poll_batch=8, poll_timeout_s=0.05, max_attempts=3),
@@ -212,8 +222,8 @@ async def test_a_cut_connection_reconnects_and_loses_no_message_or_ack(
     try:
         await _publish_through_outage(publisher, range(before))
         await _wait_for(lambda: len(executor.processed) >= 20, executor.progress, 20)
-        # Hold new tasks, so some are in flight on the channel that is about to die.
-        executor.gate.clear()
+        # New tasks are held from the 21st on, so some are in flight on the channel that
+        # is about to die.
         await _wait_for(lambda: len(executor.held) >= 3, executor.held_changed, 20)
         cut_at = time.monotonic()
         in_flight_at_cut = executor.submitted - {
