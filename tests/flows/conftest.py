@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -55,6 +59,36 @@ def payload(text: str, *, eligibilities: frozenset[str] = ALL, parent: str | Non
         context=UserContext(parent=parent_post),
         eligibilities=eligibilities,
     )
+
+
+@pytest.fixture
+def install_flow_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                        ) -> Iterator[Callable[[str, str], str]]:
+    """`install(name, source)`: a package of its own holding the flow module `source`,
+    installed by its dist-info's `grebe.flows` entry point only (as a third-party flow
+    is), returning `name`; afterwards the catalog forgets it."""
+    packages: list[str] = []
+
+    def install(name: str, source: str) -> str:
+        package = f"extra_flows_{uuid.uuid4().hex[:8]}"
+        site = tmp_path / package / "site"
+        (site / package).mkdir(parents=True)
+        (site / package / "__init__.py").write_text("")
+        (site / package / "flow.py").write_text(source)
+        dist = site / f"{package}-0.1.dist-info"
+        dist.mkdir()
+        (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: 0.1\n")
+        (dist / "entry_points.txt").write_text(
+            f"[{catalog.ENTRY_POINT_GROUP}]\n{name} = {package}.flow\n")
+        monkeypatch.syspath_prepend(str(site))
+        packages.append(package)
+        catalog.refresh()
+        return name
+
+    yield install
+    catalog.refresh()
+    for module in [m for m in sys.modules if m.startswith(tuple(packages))]:
+        del sys.modules[module]
 
 
 @pytest.fixture
