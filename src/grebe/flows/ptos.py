@@ -285,7 +285,7 @@ async def policy(ctx: TaskContext) -> dict[str, str]:
         history = ctx.services.contribution(ENFORCEMENT_SERVICE)
         if history is not None and action != LABEL_ONLY:
             await history.record(ctx.payload.post.author_id,
-                                                  ctx.payload.post.id, category, action)
+                                 ctx.payload.post.id, category, action)
     return decisions
 
 
