@@ -1,16 +1,18 @@
 from __future__ import annotations
 
+import contextlib
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from grebe.config import load_config
 from grebe.core.planmaster import PlanMaster
 from grebe.flows import catalog, registry
-from grebe.flows.models import FlowModels
+from grebe.flows.models import FlowModels, build_models
 from grebe.flows.services import FlowServices, MediaFacts
 from grebe.flows.settings import FlowSettings
 from grebe.inference.fakes import HashEmbedder
@@ -59,6 +61,23 @@ def payload(text: str, *, eligibilities: frozenset[str] = ALL, parent: str | Non
         context=UserContext(parent=parent_post),
         eligibilities=eligibilities,
     )
+
+
+@contextlib.asynccontextmanager
+async def real_text_models_master() -> AsyncIterator[PlanMaster]:
+    """Every plan over the real text models (no media backends), started and stopped
+    around the block: for the tests that check verdicts on real text."""
+    config = load_config(inference={"ocr": "none", "nsfw": "none", "transcriber": "none"})
+    settings = FlowSettings.from_section({"defaults": {"dedupe_ttl_s": 0}})
+    models = build_models(config, settings)
+    services = registry.assemble(settings, models=models, store=MemoryStore())
+    for component in models.components():
+        await component.start()
+    try:
+        yield PlanMaster(registry.PLANS, services=services)
+    finally:
+        for component in reversed(models.components()):
+            await component.stop()
 
 
 @pytest.fixture

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from grebe import constants as C
-from grebe.app.supervisor import Runtime
 from grebe.brokers.factory import local_log
 from grebe.brokers.local import LocalProducer
 from grebe.config import load_config
 from grebe.errors import ConfigError
 from grebe.flows import catalog, registry
 from grebe.stores.sqlite import SqliteStore
+from pipeline_run import run_until_caught_up
 
 #: The whole new flow: its settings model, its tasks, its plan and its declaration.
 FLOW_MODULE = textwrap.dedent('''
@@ -101,10 +101,7 @@ async def test_a_new_flow_module_is_collected_and_annotates_end_to_end(
     ])
     await producer.stop()
 
-    runtime = Runtime(config)
-    await runtime.start()
-    await runtime.wait_caught_up()
-    assert await runtime.stop() is True
+    await run_until_caught_up(config)
 
     store = SqliteStore(config.sqlite_path)
     await store.start()
