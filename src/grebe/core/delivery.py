@@ -13,7 +13,7 @@ from grebe.core.source import Message, ReportsLag, Source
 from grebe.types import TaskPayload, TaskResult
 
 if TYPE_CHECKING:
-    from grebe.core.completion import Completion
+    from grebe.core.completion import Completer
 
 
 @dataclass(frozen=True)
@@ -61,15 +61,15 @@ class Entry:
     """One message from poll to ack. Being callable, it is its future's done-callback."""
 
     __slots__ = (
-        "attempt", "dispatcher", "engine_deaths", "last_error", "message", "payload",
+        "attempt", "completer", "engine_deaths", "last_error", "message", "payload",
         "settled", "stream", "system_faults",
     )
 
     def __init__(
-        self, dispatcher: Completion, stream: StreamState, message: Message,
+        self, completer: Completer, stream: StreamState, message: Message,
         payload: TaskPayload | None,
     ) -> None:
-        self.dispatcher = dispatcher
+        self.completer = completer
         self.stream = stream
         self.message = message
         self.payload = payload  # None: the message could not be decoded
@@ -80,7 +80,7 @@ class Entry:
         self.engine_deaths = 0  # engines that died while running it
 
     def __call__(self, future: asyncio.Future[TaskResult] | BaseException | None) -> None:
-        self.dispatcher._finish(self, future)
+        self.completer.finish(self, future)
 
 
 def describe(exc: BaseException) -> str:
