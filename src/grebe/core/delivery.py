@@ -37,7 +37,7 @@ class DispatcherStats:
 
 class StreamState:
     __slots__ = (
-        "deadline_s", "eligibilities", "empty_round", "errors", "has_lag", "limit", "mode",
+        "deadline_s", "eligibilities", "empty_round", "errors", "lag_source", "limit", "mode",
         "name", "next_lag_at", "ready_at", "source", "unreported_done", "weight",
     )
 
@@ -52,7 +52,8 @@ class StreamState:
         self.ready_at = 0.0  # epoch seconds; later while its QPS budget or an error holds it
         self.empty_round = -2  # the round its last poll came back empty, or -2
         self.errors = 0
-        self.has_lag = isinstance(stream.source, ReportsLag)
+        # The source as ReportsLag when it reports lag (checked once, not per poll).
+        self.lag_source = stream.source if isinstance(stream.source, ReportsLag) else None
         self.next_lag_at = 0.0
         self.unreported_done = 0  # acked since the completer last told the metrics
 

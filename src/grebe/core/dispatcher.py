@@ -49,7 +49,7 @@ from grebe.core.ratelimit import (
     limiter_storage_from,
 )
 from grebe.core.settings import DispatcherSettings
-from grebe.core.source import Message
+from grebe.core.source import Message, ReportsLag
 from grebe.errors import ConfigError, DecodeError
 from grebe.types import TaskPayload, UserContext
 
@@ -255,8 +255,8 @@ class Dispatcher:
             log.exception("poll of stream %s failed; retrying in %.2fs", s.name, delay)
             return 0
         s.errors = 0
-        if s.has_lag and time.time() >= s.next_lag_at:
-            await self._report_lag(s)
+        if s.lag_source is not None and time.time() >= s.next_lag_at:
+            await self._report_lag(s, s.lag_source)
         if not messages:
             s.empty_round = round_
             return 0
@@ -303,10 +303,10 @@ class Dispatcher:
             submitted += want
         return submitted
 
-    async def _report_lag(self, s: StreamState) -> None:
+    async def _report_lag(self, s: StreamState, source: ReportsLag) -> None:
         s.next_lag_at = time.time() + C.LAG_REPORT_INTERVAL_S
         try:
-            lag = s.source.lag()  # type: ignore[attr-defined]
+            lag = source.lag()
             if inspect.isawaitable(lag):
                 lag = await lag
             self._metrics.lag(s.name, int(lag))
