@@ -135,6 +135,7 @@ DEFAULT_API_MAX_BODY_BYTES = 8 << 20
 DEFAULT_API_ANALYZE_CONCURRENCY = 4  # /v1/analyze calls running at once; the rest wait
 DEFAULT_API_STATUS_REFRESH_S = 5  # the status page reloads itself this often
 DEFAULT_THUNDER_PORT = 50051
+THUNDER_SOURCE_NAME = "thunder"  # the name thunder's reader of thunder.topic goes by
 DEFAULT_FEED_PORT = 8090
 #: Served posts count as seen (not served again) for this long (feed viewers).
 FEED_SEEN_WINDOW_S = 24 * 3600.0

@@ -8,6 +8,7 @@ from grebe.brokers.local import LocalProducer
 from grebe.config import load_config
 from grebe.errors import ConfigError
 from grebe.stores.sqlite import SqliteStore
+from pipeline_run import run_until_caught_up
 
 
 def _config(tmp_path, **overrides):
@@ -35,10 +36,7 @@ def _post(i, text="hello"):
 async def test_runtime_processes_everything_then_stops(tmp_path):
     config = _config(tmp_path)
     await _ingest(config, [_post(i) for i in range(300)] + [b"{not json", b'{"id": 1}'])
-    runtime = Runtime(config)
-    await runtime.start()
-    await runtime.wait_caught_up()
-    assert await runtime.stop() is True
+    await run_until_caught_up(config)
 
     store = SqliteStore(config.sqlite_path)
     await store.start()

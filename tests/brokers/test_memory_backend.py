@@ -8,13 +8,13 @@ import uuid
 from pathlib import Path
 
 from grebe.api.intake import build_intake, parse_posts
-from grebe.app.supervisor import Runtime
 from grebe.brokers.factory import build_ingest_producer
 from grebe.brokers.memory_backend import memory_topic
 from grebe.commands.dlq import list_dead_letters, replay
 from grebe.commands.ingest import ingest
 from grebe.config import GrebeConfig, load_config
 from grebe.stores.sqlite import SqliteStore
+from pipeline_run import run_until_caught_up
 
 
 def _config(tmp_path: Path) -> GrebeConfig:
@@ -49,10 +49,7 @@ async def test_a_memory_stream_runs_end_to_end_and_its_dead_letters_replay(
     assert await intake.append(parse_posts(_post(9), max_batch=10)) == [None]
     await intake.stop()
 
-    runtime = Runtime(config)
-    await runtime.start()
-    await runtime.wait_caught_up()
-    assert await runtime.stop() is True
+    await run_until_caught_up(config)
     store = SqliteStore(config.sqlite_path)
     await store.start()
     assert await store.count() == 5

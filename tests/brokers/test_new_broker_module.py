@@ -20,12 +20,12 @@ import yaml
 from typer.testing import CliRunner
 
 import grebe.brokers
-from grebe.app.supervisor import Runtime
 from grebe.brokers import registry
 from grebe.cli import app
 from grebe.config import GrebeConfig, load_config
 from grebe.errors import ConfigError
 from grebe.stores.sqlite import SqliteStore
+from pipeline_run import run_until_caught_up
 
 MODULE = Path(__file__).with_name("toy_broker_module.py")
 
@@ -74,10 +74,7 @@ def _post(i: int) -> str:
 
 async def _run_until_caught_up(config: GrebeConfig) -> tuple[int, str]:
     """Run the pipeline over what is queued; (annotations stored, producer of t3's)."""
-    runtime = Runtime(config)
-    await runtime.start()
-    await runtime.wait_caught_up()
-    assert await runtime.stop() is True
+    await run_until_caught_up(config)
     store = SqliteStore(config.sqlite_path)
     await store.start()
     try:

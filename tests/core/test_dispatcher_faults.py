@@ -169,7 +169,7 @@ async def test_pause_is_observable_while_a_fault_lasts() -> None:
     dispatcher = Dispatcher([stream(source)], executor, cfg)
     async with Running(dispatcher, drain_window_s=0.1):
         await until(lambda: dispatcher.stats.system_faults >= 1)
-        assert dispatcher._paused_until > time.time()
+        assert dispatcher.completer.paused_until > time.time()
     assert source.acks == []  # stopped during the outage: left for redelivery
 
 
@@ -189,13 +189,13 @@ async def test_a_success_ends_the_pause_at_once() -> None:
     dispatcher = Dispatcher([stream(source)], ScriptedExecutor(verdict), cfg, rng=ZeroRandom())
     async with Running(dispatcher):
         await until(lambda: dispatcher.stats.system_faults == 1)
-        paused_until = dispatcher._paused_until
+        paused_until = dispatcher.completer.paused_until
         assert paused_until > time.time() + 50  # a 60 s pause; the retry comes at 30 s
-        entry, timer = next(iter(dispatcher._retries.items()))
+        entry, timer = next(iter(dispatcher.completer._retries.items()))
         timer.cancel()
-        dispatcher._resubmit(entry, False)  # the retry, now rather than in 30 s
+        dispatcher.completer._resubmit(entry, False)  # the retry, now rather than in 30 s
         await acked(source, 1)
-        assert dispatcher._paused_until == 0.0  # the success ended the pause
+        assert dispatcher.completer.paused_until == 0.0  # the success ended the pause
         source.put(post_bytes(2))  # and intake takes new posts again at once
         await acked(source, 2)
 

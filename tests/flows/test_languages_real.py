@@ -8,13 +8,10 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from grebe.config import load_config
 from grebe.core.planmaster import PlanMaster
-from grebe.flows import registry
-from grebe.flows.models import build_models
-from grebe.flows.settings import FlowSettings
-from grebe.stores.base import MemoryStore
 from grebe.types import Post, TaskPayload, TaskStatus
+
+from .conftest import real_text_models_master
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
@@ -42,17 +39,8 @@ RESTRICTIVE = (":remove", ":limit_reach")
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def master() -> AsyncIterator[PlanMaster]:
-    config = load_config(inference={"ocr": "none", "nsfw": "none", "transcriber": "none"})
-    settings = FlowSettings.from_section({"defaults": {"dedupe_ttl_s": 0}})
-    models = build_models(config, settings)
-    services = registry.assemble(settings, models=models, store=MemoryStore())
-    for component in models.components():
-        await component.start()
-    try:
-        yield PlanMaster(registry.PLANS, services=services)
-    finally:
-        for component in reversed(models.components()):
-            await component.stop()
+    async with real_text_models_master() as started:
+        yield started
 
 
 @pytest.mark.parametrize("lang", sorted(BENIGN))

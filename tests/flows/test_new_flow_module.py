@@ -6,22 +6,21 @@ load — with no edit to any other file."""
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from grebe import constants as C
-from grebe.app.supervisor import Runtime
 from grebe.brokers.factory import local_log
 from grebe.brokers.local import LocalProducer
 from grebe.config import load_config
 from grebe.errors import ConfigError
 from grebe.flows import catalog, registry
 from grebe.stores.sqlite import SqliteStore
+from pipeline_run import run_until_caught_up
 
 #: The whole new flow: its settings model, its tasks, its plan and its declaration.
 FLOW_MODULE = textwrap.dedent('''
@@ -66,26 +65,10 @@ FLOW_MODULE = textwrap.dedent('''
 
 
 @pytest.fixture
-def new_flow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A package holding one flow module, installed by its dist-info's entry point only.
-    Yields the flow's name; afterwards the catalog forgets it."""
-    suffix = uuid.uuid4().hex[:8]
-    name, package = f"exclaim_{suffix}", f"extra_flows_{suffix}"
-    site = tmp_path / "site"
-    (site / package).mkdir(parents=True)
-    (site / package / "__init__.py").write_text("")
-    (site / package / "exclaim.py").write_text(FLOW_MODULE.format(name=name))
-    dist = site / f"{package}-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text(
-        f"[{catalog.ENTRY_POINT_GROUP}]\nexclaim = {package}.exclaim\n")
-    monkeypatch.syspath_prepend(str(site))
-    catalog.refresh()
-    yield name
-    catalog.refresh()
-    for module in [m for m in sys.modules if m.startswith(package)]:
-        del sys.modules[module]
+def new_flow(install_flow_module: Callable[[str, str], str]) -> str:
+    """A package holding one flow module, installed by its dist-info's entry point only."""
+    name = f"exclaim_{uuid.uuid4().hex[:8]}"
+    return install_flow_module(name, FLOW_MODULE.format(name=name))
 
 
 def _config(tmp_path: Path, name: str, **plans: object):
@@ -118,10 +101,7 @@ async def test_a_new_flow_module_is_collected_and_annotates_end_to_end(
     ])
     await producer.stop()
 
-    runtime = Runtime(config)
-    await runtime.start()
-    await runtime.wait_caught_up()
-    assert await runtime.stop() is True
+    await run_until_caught_up(config)
 
     store = SqliteStore(config.sqlite_path)
     await store.start()

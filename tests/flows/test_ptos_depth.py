@@ -11,6 +11,7 @@ from typing import Any
 from grebe.core.planmaster import PlanMaster
 from grebe.flows import registry
 from grebe.flows.enforcement import EnforcementHistory
+from grebe.flows.ptos import ENFORCEMENT_SERVICE
 from grebe.flows.services import FlowServices, MediaFacts
 from grebe.inference.fakes import ScriptedChatModel
 from grebe.stores.base import MemoryStore
@@ -138,7 +139,8 @@ async def test_repeat_offender_gets_the_strictest_action() -> None:
     # A retry of an already-judged post does not count against its author.
     again = await ptos(services, "you are a stupid idiot", post_id="h0", author="troll")
     assert again.reasons["policy.harassment"].startswith("remove")
-    assert len(await services.enforcement.prior("troll", "harassment", exclude_post="")) == 4
+    history = services.contribution(ENFORCEMENT_SERVICE)
+    assert len(await history.prior("troll", "harassment", exclude_post="")) == 4
 
 
 async def test_enforcement_history_is_bounded_and_windowed() -> None:
@@ -168,7 +170,8 @@ async def test_enforcement_history_survives_a_restart_on_sqlite(tmp_path: Path) 
     try:
         services = heads_services()
         services.store = again
-        services.enforcement = EnforcementHistory(again, entries_per_author=8, window_s=3600)
+        services.contributed[ENFORCEMENT_SERVICE] = EnforcementHistory(
+            again, entries_per_author=8, window_s=3600)
         out = await ptos(services, "you are a stupid idiot", post_id="h3", author="troll")
         assert out.reasons["policy.harassment"].startswith("remove")
         assert "3 prior harassment action(s)" in out.reasons["policy.harassment"]

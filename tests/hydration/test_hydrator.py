@@ -7,6 +7,7 @@ from grebe.core.plan import Plan
 from grebe.core.planmaster import PlanMaster
 from grebe.core.task import SKIP
 from grebe.errors import HydrationUnavailableError
+from grebe.hydration.base import RemembersRecorded
 from grebe.hydration.cache import CachedLoader
 from grebe.hydration.hydrator import HydratingMaster, Hydrator, Skip
 from grebe.hydration.sqlite import SqlitePostTable
@@ -58,6 +59,18 @@ async def test_what_the_message_brings_wins_and_is_recorded(table):
     assert hydrated.context.parent == own_parent and hydrated.context.recent_posts == ()
     assert (await table.get_posts(["new"]))["new"] == post  # every stream fills the table
     assert "n" in await table.get_users(["n"])
+
+
+async def test_a_cached_loader_remembers_what_was_recorded_without_a_lookup(table):
+    cached = CachedLoader(table, ttl_s=60, maxsize=100)
+    assert isinstance(cached, RemembersRecorded) and not isinstance(table, RemembersRecorded)
+    hydrator = Hydrator(cached, table=table, recent_posts=0)
+    post = Post(id="fresh", author_id="f", text="just sent")
+    await hydrator.record(_payload(post, user=User(id="f")))
+    await table.stop()  # a lookup would now fail: the answer must come from the cache
+    assert (await cached.get_posts(["fresh"]))["fresh"] == post
+    assert "f" in await cached.get_users(["f"])
+    await table.start()
 
 
 async def test_a_post_in_no_table_skips_with_not_found(table):

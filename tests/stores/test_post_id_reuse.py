@@ -15,7 +15,6 @@ import pytest
 import redis.asyncio as aioredis
 
 from grebe import constants as C
-from grebe.app.supervisor import Runtime
 from grebe.brokers.factory import local_log
 from grebe.brokers.local import LocalProducer
 from grebe.codec import decode_dead_letter
@@ -26,6 +25,7 @@ from grebe.stores.postgres import PostgresStore
 from grebe.stores.redis import RedisStore
 from grebe.stores.sqlite import SqliteStore
 from grebe.types import Annotation, Post, post_fingerprint
+from pipeline_run import run_until_caught_up
 
 FIRST = Post(id="p1", author_id="alice", text="first post")
 OTHER = Post(id="p1", author_id="bob", text="a different post, same id")
@@ -187,10 +187,7 @@ async def test_the_pipeline_dead_letters_a_reused_id_at_once_and_keeps_the_first
         for p in (FIRST, FIRST, OTHER)
     ])
     await producer.stop()
-    runtime = Runtime(config)
-    await runtime.start()
-    await runtime.wait_caught_up()
-    assert await runtime.stop() is True
+    await run_until_caught_up(config)
 
     store = SqliteStore(config.sqlite_path)
     await store.start()

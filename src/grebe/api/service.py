@@ -20,6 +20,7 @@ from grebe.api.intake import Intake, build_intake, intake_stream
 from grebe.api.metrics import ApiMetrics
 from grebe.app.supervisor import Runtime
 from grebe.config import GrebeConfig
+from grebe.core.executor import ReportsEngines
 from grebe.stores.base import AnnotationStore
 from grebe.stores.factory import build_store
 
@@ -78,8 +79,9 @@ class ApiService:
         if self.state is not State.RUNNING:
             return f"state is {self.state}"
         # Engines are restarted until one is up (a system fault pauses intake meanwhile).
-        if (failure := getattr(self.runtime.executor, "failure", None)) is not None:
-            return f"engines down, restarting: {failure}"
+        executor = self.runtime.executor
+        if isinstance(executor, ReportsEngines) and executor.failure is not None:
+            return f"engines down, restarting: {executor.failure}"
         dispatching = self.runtime.dispatching
         if dispatching is not None and dispatching.done():
             return "the dispatcher exited"

@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import grebe
+from grebe.core.executor import ReportsEngines
 from grebe.core.source import ReportsLag
 
 if TYPE_CHECKING:
@@ -46,11 +47,11 @@ def engines_json(service: ApiService) -> dict[str, Any]:
     if executor is None:
         return {"mode": "processes" if configured else "inline", "configured": configured,
                 "alive": 0, "pids": [], "failure": None}
-    pids = getattr(executor, "pids", None)
-    if pids is None:  # plans run inside this process
+    if not isinstance(executor, ReportsEngines):  # plans run inside this process
         return {"mode": "inline", "configured": 0, "alive": 1, "pids": [], "failure": None}
+    pids = executor.pids
     return {"mode": "processes", "configured": configured, "alive": len(pids),
-            "pids": list(pids), "failure": getattr(executor, "failure", None)}
+            "pids": list(pids), "failure": executor.failure}
 
 
 async def snapshot(service: ApiService) -> dict[str, Any]:

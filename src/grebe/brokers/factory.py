@@ -19,13 +19,25 @@ if TYPE_CHECKING:
 
 __all__ = [
     "build_dead_letters", "build_ingest_producer", "build_producer", "build_source",
-    "local_dead_letter_count", "local_log", "local_retention", "stream_broker",
+    "build_topic_source", "local_dead_letter_count", "local_log", "local_retention",
+    "stream_broker",
 ]
 
 
 def build_source(stream: StreamConfig, config: GrebeConfig) -> Source:
     """The source of one configured stream, from its broker's backend."""
     return backend(stream.broker).build_source(stream, config)
+
+
+def build_topic_source(config: GrebeConfig, topic: str, *, name: str, group: str) -> Source:
+    """A source on `topic` for a reader outside the configured streams (thunder's ingest
+    and replay), on the broker `build_ingest_producer` writes `topic` to, so the reader and
+    its writers always meet on one broker."""
+    from grebe.config import StreamConfig  # grebe.config imports the broker modules
+
+    stream = StreamConfig(name=name, broker=stream_broker(config, topic), topic=topic,
+                          group=group)
+    return build_source(stream, config)
 
 
 def build_producer(config: GrebeConfig) -> Producer | None:

@@ -27,6 +27,7 @@ import contextlib
 import logging
 import random
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import aio_pika
@@ -74,6 +75,27 @@ async def _connect(url: str) -> AbstractRobustConnection:
         return await aio_pika.connect_robust(url)
     except _CONNECTION_ERRORS as exc:
         raise BrokerError(f"cannot connect to RabbitMQ at {_safe(url)}: {exc}") from exc
+
+
+async def open_confirming(
+    config: RabbitMQConfig, queues: Iterable[str],
+) -> tuple[AbstractRobustConnection, AbstractRobustChannel]:
+    """A connection and a channel with publisher confirms that refuses what it cannot
+    route (on_return_raises + mandatory: a message whose queue was deleted fails its
+    publish instead of vanishing in the default exchange), with `queues` declared as the
+    sources declare them. Whatever step fails, the connection is closed again."""
+    connection = await _connect(config.url)
+    try:
+        try:
+            channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+        except _CONNECTION_ERRORS as exc:
+            raise BrokerError(f"cannot open a RabbitMQ channel: {exc}") from exc
+        for queue in queues:
+            await _declare_main(channel, queue, config.max_priority)
+    except BaseException:
+        await connection.close()
+        raise
+    return connection, channel  # type: ignore[return-value]
 
 
 def _safe(url: str) -> str:
@@ -138,17 +160,7 @@ class RabbitPublisher:
         self._channel: AbstractRobustChannel | None = None
 
     async def start(self) -> None:
-        self._connection = await _connect(self._config.url)
-        # on_return_raises + mandatory: a message the broker cannot route (the queue was
-        # deleted) fails its publish instead of vanishing in the default exchange.
-        self._channel = await self._connection.channel(  # type: ignore[assignment]
-            publisher_confirms=True, on_return_raises=True
-        )
-        try:
-            await _declare_main(self._channel, self.queue, self._config.max_priority)  # type: ignore[arg-type]
-        except BaseException:
-            await self.stop()
-            raise
+        self._connection, self._channel = await open_confirming(self._config, [self.queue])
 
     async def stop(self) -> None:
         if self._connection is not None:

@@ -16,7 +16,7 @@ import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractConnection
 from aio_pika.exceptions import AMQPError, DeliveryError
 
-from grebe.brokers.rabbitmq import _connect, _declare_main, tier_priority
+from grebe.brokers.rabbitmq import _declare_main, open_confirming, tier_priority
 from grebe.codec import decode_envelope
 from grebe.config import RabbitMQConfig
 from grebe.errors import BrokerError, GrebeError
@@ -44,21 +44,8 @@ class RabbitProducer:
         self._declared: set[str] = set()
 
     async def start(self) -> None:
-        self._connection = await _connect(self._config.url)
-        try:
-            self._channel = await self._connection.channel(
-                publisher_confirms=True, on_return_raises=True
-            )
-        except _ERRORS as exc:
-            await self.stop()
-            raise BrokerError(f"cannot open a RabbitMQ channel: {exc}") from exc
-        try:
-            for queue in self._queues:
-                await _declare_main(self._channel, queue, self._config.max_priority)
-                self._declared.add(queue)
-        except BaseException:
-            await self.stop()
-            raise
+        self._connection, self._channel = await open_confirming(self._config, self._queues)
+        self._declared.update(self._queues)
 
     async def stop(self) -> None:
         if self._connection is not None:

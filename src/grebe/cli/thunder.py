@@ -46,19 +46,17 @@ def thunder_publish(
     config: ConfigOption = None,
 ) -> None:
     """Validate thunder events (post_create, post_delete, quoted_delete) and publish them
-    to the configured output broker. Bad lines are reported and skipped."""
+    to the topic on the broker of the stream that reads it (where thunder reads it too).
+    Bad lines are reported and skipped."""
     import asyncio
 
-    from grebe.brokers.factory import build_producer
+    from grebe.brokers.factory import build_ingest_producer
     from grebe.commands.ingest import read_lines
     from grebe.commands.thunder_publish import publish_events
 
     settings = core_config(config)
     target = topic or settings.thunder.topic
-    producer = build_producer(settings)
-    if producer is None:
-        console.print("[red]output.broker is none: nowhere to publish[/red]")
-        raise typer.Exit(2)
+    producer = build_ingest_producer(settings, target)  # where thunder's reader reads it
 
     async def go():  # -> IngestReport
         await producer.start()

@@ -46,6 +46,18 @@ class PlanBundle:
         factory = self.master_factory or PlanMaster
         return factory(self.plans, services=self.services)
 
+    def wrap_master(self, step: Callable[[PlanMaster], PlanMaster]) -> None:
+        """Put `step` (a master that takes the inner master: selection, hydration) in
+        front of the master this bundle builds; the step wrapped last runs first."""
+        inner = self.master_factory
+
+        def master(plans: Sequence[Plan], services: Any = None) -> PlanMaster:
+            from grebe.core.planmaster import PlanMaster
+
+            return step((inner or PlanMaster)(plans, services=services))
+
+        self.master_factory = master
+
     async def start(self) -> None:
         for component in self.components:
             await component.start()

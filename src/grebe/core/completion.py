@@ -4,8 +4,9 @@ Done-callbacks (an `Entry` is its future's callback) only queue the outcome; one
 coroutine drains that queue, so no asyncio.Task is created per message. A post's own
 failure is retried with a jittered backoff up to `max_attempts`, then dead-lettered; a
 system fault keeps its attempt count, pauses intake and is retried after the pause (see
-grebe.core.dispatcher for the whole picture). `Dispatcher` inherits this class; the
-attributes below are set by its `__init__`.
+grebe.core.dispatcher for the whole picture). The dispatcher owns one `Completer` and
+shares with it only what both halves need: the slots, the counters, and the pause a
+system fault puts on intake (`paused_until`, `resumed`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import logging
 import random
 import time
 from collections import deque
+from collections.abc import Callable
 
 import msgspec
 
@@ -33,37 +35,53 @@ from grebe.types import DeadLetter, TaskResult
 log = logging.getLogger("grebe.core.dispatcher")  # one logger for both halves
 
 
-class Completion:
-    """Completion, retries and dead letters of the dispatcher's messages."""
+class Completer:
+    """Completion, retries and dead letters of the dispatcher's messages. `submit` is
+    the dispatcher's: a retry goes back to the executor the way a new message does."""
 
-    _streams: list[StreamState]
-    _settings: DispatcherSettings
-    _metrics: DispatcherMetrics
-    _rng: random.Random
-    _backoff: Backoff
-    _slots: InFlightSlots
-    _finished: deque[tuple[Entry, object]]
-    _wake: asyncio.Event
-    _closed: bool
-    _retries: dict[Entry, asyncio.TimerHandle]
-    _paused_until: float
-    _resumed: asyncio.Event
-    stats: DispatcherStats
+    def __init__(
+        self, streams: list[StreamState], settings: DispatcherSettings, *,
+        metrics: DispatcherMetrics, stats: DispatcherStats, slots: InFlightSlots,
+        backoff: Backoff, rng: random.Random, submit: Callable[[Entry], None],
+    ) -> None:
+        self._streams = streams
+        self._settings = settings
+        self._metrics = metrics
+        self.stats = stats
+        self._slots = slots
+        self._backoff = backoff
+        self._rng = rng
+        self._submit = submit
+        self._finished: deque[tuple[Entry, object]] = deque()
+        self._wake = asyncio.Event()
+        self._retries: dict[Entry, asyncio.TimerHandle] = {}
+        self.closed = False  # stopping: what finishes now is left for redelivery
+        self.paused_until = 0.0  # epoch seconds: intake waits while a system fault lasts
+        self.resumed = asyncio.Event()  # a success (or stop) ends the pause early
 
     @property
     def in_flight(self) -> int:
         """Messages held: running, or waiting for their retry or their ack."""
         return self._slots.used - self._slots.reserved
 
-    def _submit(self, entry: Entry) -> None:
-        raise NotImplementedError  # the intake side (Dispatcher) submits
-
-    def _finish(self, entry: Entry, outcome: object) -> None:
+    def finish(self, entry: Entry, outcome: object) -> None:
         """Done-callback side: queue for the completer (no awaiting in a callback)."""
         self._finished.append((entry, outcome))
         self._wake.set()
 
-    async def _complete_forever(self) -> None:
+    def close(self) -> None:
+        """Stop retrying (pending retries are dropped, left un-acked for redelivery) and
+        let `run` return once what is queued is completed."""
+        if self.closed:
+            return
+        self.closed = True
+        for handle in self._retries.values():
+            handle.cancel()
+        self._retries.clear()
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Complete finished messages until `close()`."""
         finished, wake = self._finished, self._wake
         while True:
             await wake.wait()
@@ -83,7 +101,7 @@ class Completion:
                     self._metrics.done(s.name, s.unreported_done)
                     s.unreported_done = 0
             self._metrics.in_flight(self.in_flight)
-            if self._closed:
+            if self.closed:
                 return
 
     async def _complete(self, entry: Entry, outcome: object) -> None:
@@ -114,22 +132,22 @@ class Completion:
                 if (rule := result.reasons.get(C.SELECTION_REASON_KEY)) is not None:
                     self._metrics.not_selected(s.name, rule)
                 if result.success:  # the system works again: end any pause now
-                    if self._paused_until:
-                        self._paused_until = 0.0
-                        self._resumed.set()
+                    if self.paused_until:
+                        self.paused_until = 0.0
+                        self.resumed.set()
                     await self._ack(entry, Outcome.DONE)
                     self.stats.done += 1
                     s.unreported_done += 1
                     return
                 entry.last_error = result.error or "failed"
                 system = result.system_fault
-                if result.rejected and not system and not self._closed:
+                if result.rejected and not system and not self.closed:
                     await self._dead_letter(entry, result.rejected)  # retrying cannot help
                     return
         elif isinstance(outcome, BaseException):
             entry.last_error = describe(outcome)
             system = is_system_fault(outcome)
-        if self._closed:  # stopping: leave it un-acked for redelivery
+        if self.closed:  # stopping: leave it un-acked for redelivery
             self._settle(entry)
             return
         if system:
@@ -160,19 +178,19 @@ class Completion:
         # the pause runs out with nothing failing any more.
         pause = self._backoff.ceiling(entry.system_faults)
         now = time.time()
-        if self._paused_until <= now:
+        if self.paused_until <= now:
             log.warning(
                 "system fault (%s); pausing intake, the post is retried without "
                 "counting an attempt", entry.last_error,
             )
-        self._paused_until = max(self._paused_until, now + pause)
+        self.paused_until = max(self.paused_until, now + pause)
         delay = pause * (0.5 + 0.5 * self._rng.random())
         loop = asyncio.get_running_loop()
         self._retries[entry] = loop.call_later(delay, self._resubmit, entry, False)
 
     def _resubmit(self, entry: Entry, count_attempt: bool = True) -> None:
         self._retries.pop(entry, None)
-        if self._closed:
+        if self.closed:
             return
         assert entry.payload is not None
         if count_attempt:

@@ -13,7 +13,7 @@ from grebe.core.source import Message, ReportsLag, Source
 from grebe.types import TaskPayload, TaskResult
 
 if TYPE_CHECKING:
-    from grebe.core.completion import Completion
+    from grebe.core.completion import Completer
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class DispatcherStats:
 
 class StreamState:
     __slots__ = (
-        "deadline_s", "eligibilities", "empty_round", "errors", "has_lag", "limit", "mode",
+        "deadline_s", "eligibilities", "empty_round", "errors", "lag_source", "limit", "mode",
         "name", "next_lag_at", "ready_at", "source", "unreported_done", "weight",
     )
 
@@ -52,7 +52,8 @@ class StreamState:
         self.ready_at = 0.0  # epoch seconds; later while its QPS budget or an error holds it
         self.empty_round = -2  # the round its last poll came back empty, or -2
         self.errors = 0
-        self.has_lag = isinstance(stream.source, ReportsLag)
+        # The source as ReportsLag when it reports lag (checked once, not per poll).
+        self.lag_source = stream.source if isinstance(stream.source, ReportsLag) else None
         self.next_lag_at = 0.0
         self.unreported_done = 0  # acked since the completer last told the metrics
 
@@ -61,15 +62,15 @@ class Entry:
     """One message from poll to ack. Being callable, it is its future's done-callback."""
 
     __slots__ = (
-        "attempt", "dispatcher", "engine_deaths", "last_error", "message", "payload",
+        "attempt", "completer", "engine_deaths", "last_error", "message", "payload",
         "settled", "stream", "system_faults",
     )
 
     def __init__(
-        self, dispatcher: Completion, stream: StreamState, message: Message,
+        self, completer: Completer, stream: StreamState, message: Message,
         payload: TaskPayload | None,
     ) -> None:
-        self.dispatcher = dispatcher
+        self.completer = completer
         self.stream = stream
         self.message = message
         self.payload = payload  # None: the message could not be decoded
@@ -80,7 +81,7 @@ class Entry:
         self.engine_deaths = 0  # engines that died while running it
 
     def __call__(self, future: asyncio.Future[TaskResult] | BaseException | None) -> None:
-        self.dispatcher._finish(self, future)
+        self.completer.finish(self, future)
 
 
 def describe(exc: BaseException) -> str:

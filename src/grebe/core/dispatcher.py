@@ -16,8 +16,9 @@ model server down) is not the post's: it costs no attempt, is never dead-lettere
 pauses intake with a growing backoff until a post succeeds again, so an outage holds the
 backlog in the broker (offsets uncommitted) instead of draining it into dead letters.
 
-This module is the intake half (lifecycle, polling, QPS budgets, submission);
-grebe.core.completion is the other (acks, retries, dead letters); grebe.core.inflight
+This module is the intake half (lifecycle, polling, QPS budgets, submission); the
+`Completer` it owns (grebe.core.completion) is the other (acks, retries, dead letters),
+composed rather than inherited so each half's state is its own; grebe.core.inflight
 holds the slots and grebe.core.ratelimit the budgets.
 """
 
@@ -29,7 +30,6 @@ import inspect
 import logging
 import random
 import time
-from collections import deque
 from collections.abc import Sequence
 
 from limits import RateLimitItem
@@ -38,7 +38,7 @@ from limits.aio.strategies import MovingWindowRateLimiter
 from grebe import constants as C
 from grebe.codec import decode_envelope
 from grebe.core.backoff import Backoff
-from grebe.core.completion import Completion
+from grebe.core.completion import Completer
 from grebe.core.delivery import DispatcherStats, Entry, Stream, StreamState
 from grebe.core.executor import Executor
 from grebe.core.inflight import InFlightSlots, Reservation
@@ -49,7 +49,7 @@ from grebe.core.ratelimit import (
     limiter_storage_from,
 )
 from grebe.core.settings import DispatcherSettings
-from grebe.core.source import Message
+from grebe.core.source import Message, ReportsLag
 from grebe.errors import ConfigError, DecodeError
 from grebe.types import TaskPayload, UserContext
 
@@ -61,7 +61,7 @@ MIN_THROTTLE_S = 0.001  # a throttled stream waits at least this, whatever the s
 _EMPTY_CONTEXT = UserContext()
 
 
-class Dispatcher(Completion):
+class Dispatcher:
     """Multiplexes streams into an executor, with delivery guarantees (see module doc).
 
     The caller starts and stops the sources and the executor; the dispatcher only uses
@@ -94,17 +94,21 @@ class Dispatcher(Completion):
         self._limiter: MovingWindowRateLimiter | None = None
         self.stats = DispatcherStats()
         self._slots = InFlightSlots(settings.max_in_flight)
-        self._finished: deque[tuple[Entry, object]] = deque()
-        self._wake = asyncio.Event()
+        # The second half: acks, retries, dead letters (grebe.core.completion).
+        self.completer = Completer(
+            self._streams, settings, metrics=self._metrics, stats=self.stats,
+            slots=self._slots, backoff=self._backoff, rng=self._rng, submit=self._submit,
+        )
         self._stopping = asyncio.Event()
-        self._closed = False
         self._done = asyncio.Event()  # set once stop() has closed the dispatcher
         self._intake_exited = asyncio.Event()
-        self._retries: dict[Entry, asyncio.TimerHandle] = {}
         self._running = False
-        self._completer: asyncio.Task[None] | None = None
-        self._paused_until = 0.0  # epoch seconds: intake waits while a system fault lasts
-        self._resumed = asyncio.Event()  # a success (or stop) ends the pause early
+        self._completing: asyncio.Task[None] | None = None
+
+    @property
+    def in_flight(self) -> int:
+        """Messages held: running, or waiting for their retry or their ack."""
+        return self.completer.in_flight
 
     # --- lifecycle ---------------------------------------------------------------
 
@@ -119,8 +123,8 @@ class Dispatcher(Completion):
                     self._limiter_storage, self._limiter_namespace
                 )
             )
-        self._completer = asyncio.create_task(
-            self._complete_forever(), name="dispatcher-completer"
+        self._completing = asyncio.create_task(
+            self.completer.run(), name="dispatcher-completer"
         )
         try:
             await self._intake()
@@ -128,8 +132,8 @@ class Dispatcher(Completion):
             await self._done.wait()
         finally:
             self._intake_exited.set()
-            self._close()
-            await self._completer
+            self.completer.close()
+            await self._completing
 
     async def stop(self, drain_window_s: float) -> bool:
         """Stop intake and wait up to `drain_window_s` for in-flight messages to finish.
@@ -138,7 +142,7 @@ class Dispatcher(Completion):
         acked done), so its broker redelivers it."""
         self._stopping.set()
         self._slots.wake()
-        self._resumed.set()
+        self.completer.resumed.set()
         drained = True
         try:
             async with asyncio.timeout(drain_window_s):
@@ -147,21 +151,12 @@ class Dispatcher(Completion):
                 await self._slots.idle.wait()
         except TimeoutError:
             drained = False
-        self._close()
-        if self._completer is not None:
-            await self._completer  # acks of what finished before the close go out
+        self.completer.close()
+        if self._completing is not None:
+            await self._completing  # acks of what finished before the close go out
         self._done.set()
         log.info("dispatcher stopped: drained=%s, unfinished=%d", drained, self.in_flight)
         return drained
-
-    def _close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        for handle in self._retries.values():
-            handle.cancel()
-        self._retries.clear()
-        self._wake.set()
 
     # --- intake ------------------------------------------------------------------
 
@@ -170,8 +165,9 @@ class Dispatcher(Completion):
         batch = self._settings.poll_batch
         poll_timeout = self._settings.poll_timeout_s
         round_ = 0
+        completer = self.completer
         while not self._stopping.is_set():
-            if self._paused_until > time.time():  # a system fault: let the backlog wait
+            if completer.paused_until > time.time():  # a system fault: let the backlog wait
                 await self._wait_out_pause()
                 continue
             slots = await self._slots.acquire(batch, self._stopping)
@@ -209,11 +205,12 @@ class Dispatcher(Completion):
     async def _wait_out_pause(self) -> None:
         """Wait while a system fault pauses intake: until the pause ends, a post
         succeeds again, or stop()."""
-        while self._paused_until > time.time() and not self._stopping.is_set():
-            self._resumed.clear()
+        completer = self.completer
+        while completer.paused_until > time.time() and not self._stopping.is_set():
+            completer.resumed.clear()
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(max(0.0, self._paused_until - time.time())):
-                    await self._resumed.wait()
+                async with asyncio.timeout(max(0.0, completer.paused_until - time.time())):
+                    await completer.resumed.wait()
 
     async def _sleep_until(self, when: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -258,8 +255,8 @@ class Dispatcher(Completion):
             log.exception("poll of stream %s failed; retrying in %.2fs", s.name, delay)
             return 0
         s.errors = 0
-        if s.has_lag and time.time() >= s.next_lag_at:
-            await self._report_lag(s)
+        if s.lag_source is not None and time.time() >= s.next_lag_at:
+            await self._report_lag(s, s.lag_source)
         if not messages:
             s.empty_round = round_
             return 0
@@ -267,11 +264,11 @@ class Dispatcher(Completion):
         # A system fault began while this poll waited: these wait for it to end too (a
         # stop meanwhile leaves them un-acked, for redelivery).
         await self._wait_out_pause()
-        if self._stopping.is_set() and self._paused_until > time.time():
+        if self._stopping.is_set() and self.completer.paused_until > time.time():
             return 0
         if limit is not None and limiter is not None:
             return await self._submit_within_budget(s, reservation, limit, limiter, messages)
-        if self._closed:  # stop() gave up while we polled: leave these for redelivery
+        if self.completer.closed:  # stop() gave up while we polled: leave for redelivery
             return 0
         self._submit_batch(s, reservation, messages)
         return len(messages)
@@ -286,7 +283,7 @@ class Dispatcher(Completion):
         parts, for the window to free slots: replicas together keep to `max_qps`.
         Returns how many were submitted; the rest stay un-acked if stop() comes first."""
         submitted = 0
-        while submitted < len(messages) and not self._closed:
+        while submitted < len(messages) and not self.completer.closed:
             want = len(messages) - submitted
             try:
                 if not await limiter.hit(limit, RATE_LIMIT_NAMESPACE, s.name, cost=want):
@@ -306,10 +303,10 @@ class Dispatcher(Completion):
             submitted += want
         return submitted
 
-    async def _report_lag(self, s: StreamState) -> None:
+    async def _report_lag(self, s: StreamState, source: ReportsLag) -> None:
         s.next_lag_at = time.time() + C.LAG_REPORT_INTERVAL_S
         try:
-            lag = s.source.lag()  # type: ignore[attr-defined]
+            lag = source.lag()
             if inspect.isawaitable(lag):
                 lag = await lag
             self._metrics.lag(s.name, int(lag))
@@ -324,15 +321,15 @@ class Dispatcher(Completion):
         now = time.time()
         deadline = now + s.deadline_s if s.deadline_s else None
         name, eligibilities = s.name, s.eligibilities
-        claim = self._slots.claim
+        claim, completer = self._slots.claim, self.completer
         for message in messages:
             try:
                 envelope = decode_envelope(message.value)
             except DecodeError as exc:
                 claim(reservation)
-                entry = Entry(self, s, message, None)
+                entry = Entry(completer, s, message, None)
                 entry.last_error = str(exc)
-                self._finish(entry, None)
+                completer.finish(entry, None)
                 continue
             payload = TaskPayload(
                 payload_id=f"{name}:{message.partition}:{message.offset}",
@@ -347,17 +344,17 @@ class Dispatcher(Completion):
                 enqueued_at=now,
             )
             claim(reservation)  # only once its entry exists, to finish and release it
-            self._submit(Entry(self, s, message, payload))
+            self._submit(Entry(completer, s, message, payload))
 
     def _submit(self, entry: Entry) -> None:
         assert entry.payload is not None
         try:
             future = self._executor.submit(entry.payload)
-        except Exception as exc:  # executor down or full: classified in _complete
-            self._finish(entry, exc)
+        except Exception as exc:  # executor down or full: classified by the completer
+            self.completer.finish(entry, exc)
             return
         if future.done():  # resolved already (a cache hit, a fast path): skip a callback
-            self._finish(entry, future)
+            self.completer.finish(entry, future)
         else:
             future.add_done_callback(entry)
 

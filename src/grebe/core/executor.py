@@ -34,6 +34,18 @@ class Executor(Protocol):
     async def stop(self) -> None: ...
 
 
+@runtime_checkable
+class ReportsEngines(Protocol):
+    """An executor that runs plans in engine processes and can say which are alive and why
+    they are down (the status page, readyz); an in-process executor has neither."""
+
+    @property
+    def pids(self) -> list[int]: ...
+
+    #: Why the engines are down while a restart keeps failing; None while they are up.
+    failure: str | None
+
+
 class Runner(Protocol):
     """Anything that runs one payload to a result: a PlanMaster."""
 

@@ -4,7 +4,8 @@ A flow module declares itself with one object,
 
     FLOW = Flow(plan=PLAN, settings=SpamSettings, order=10)
 
-(or `FLOWS = (Flow(...), Flow(...))` for a module that serves several plans), and this
+(or `FLOWS = (Flow(...), Flow(...))` for a module that serves several plans; a flow with
+state of its own adds `services=lambda settings, store: {key: ...}`), and this
 catalog finds it: every module of the `grebe.flows` package is scanned (pkgutil), and a
 third-party package adds its flow modules to the `grebe.flows` entry-point group
 (`[project.entry-points."grebe.flows"] mine = "my_pkg.my_flow"`). Nothing else is edited:
@@ -25,18 +26,23 @@ from __future__ import annotations
 import importlib
 import logging
 import pkgutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import metadata
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from grebe.errors import ConfigError
 
 if TYPE_CHECKING:
     from grebe.core.plan import Plan
-    from grebe.flows.settings import PlanSettings
+    from grebe.flows.settings import FlowSettings, PlanSettings
+    from grebe.stores.base import AnnotationStore
+
+#: What a flow contributes to `ctx.services`: given the `plans:` settings and the annotation
+#: store, its own named state (PTOS's enforcement history, spam's coordination index).
+FlowServiceFactory = Callable[["FlowSettings", "AnnotationStore"], Mapping[str, Any]]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +63,10 @@ class Flow:
     # The flow's LLM prompt templates by name (grebe.flows.llm's format), for a flow that
     # ships its prompts in its module; the packaged and `plans.prompts_dir` files win.
     prompts: Mapping[str, str] = field(default_factory=dict)
+    # The flow's own services (state its tasks share across posts), built once per engine
+    # with the rest of `ctx.services` and read by its tasks as
+    # `ctx.services.contribution(key)`: a flow with state of its own needs no registry edit.
+    services: FlowServiceFactory | None = None
 
     @property
     def name(self) -> str:

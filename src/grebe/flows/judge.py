@@ -116,7 +116,7 @@ class Verdict:
 def languages_of(ctx: TaskContext, head: str) -> tuple[str, ...]:
     """The languages a text verdict may be given in: the head's own when heads are
     loaded, else those of the pre-heads models."""
-    heads = ctx.services.heads
+    heads = ctx.services.models.heads
     if heads is not None and head in heads.heads:
         return tuple(heads.heads[head].languages)
     return language.LEGACY_TEXT_LANGUAGES
@@ -128,9 +128,9 @@ def threshold(ctx: TaskContext, head: str, cls: str) -> tuple[float, str]:
     policy = shared.settings_of(ctx).head_thresholds
     if key in policy:
         return float(policy[key]), "policy"
-    info = ctx.services.heads.heads[head]
+    info = ctx.services.models.heads.heads[head]
     if cls not in info.thresholds:
-        raise ConfigError(f"head {head} ({ctx.services.heads.version}) has no validation "
+        raise ConfigError(f"head {head} ({ctx.services.models.heads.version}) has no validation "
                           f"threshold for {cls!r}: set head_thresholds[{key!r}] in the policy")
     return float(info.thresholds[cls]), f"validation threshold at FPR {info.target_fpr:g}"
 
@@ -143,7 +143,7 @@ async def verdicts(ctx: TaskContext, text: str, *, gate: bool = True) -> dict[st
     """Every verdict the loaded heads support for `text` ({} when there are no heads or
     no text). `gate=False` for text the media pipeline produced with English-only OCR
     and ASR: its language is English by construction, whatever the post's."""
-    heads = ctx.services.heads
+    heads = ctx.services.models.heads
     if heads is None or not text.strip():
         return {}
     probs = await shared.head_probs(ctx, text)

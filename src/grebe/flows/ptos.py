@@ -23,6 +23,7 @@ from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
 from grebe.flows import judge, language, llm, modes, shared
 from grebe.flows.catalog import Flow
+from grebe.flows.enforcement import EnforcementHistory
 from grebe.flows.policy import RESTRICTIVE_ACTIONS
 from grebe.flows.ptos_depth import (
     CHILD_SAFETY,
@@ -41,11 +42,13 @@ from grebe.flows.ptos_rules import Scored
 from grebe.flows.ptos_rules import legacy as legacy_categories
 from grebe.flows.ptos_rules import with_heads as head_categories
 from grebe.flows.services import MediaFacts
-from grebe.flows.settings import PolicyRule, PtosSettings
+from grebe.flows.settings import FlowSettings, PolicyRule, PtosSettings
 from grebe.flows.sinks import SinkRules, sink_with
+from grebe.stores.base import AnnotationStore
 
 VERSION = "1"
 NAME = "safety_ptos"  # the plan, its eligibility and its `plans.` key
+ENFORCEMENT_SERVICE = "enforcement"  # the flow's EnforcementHistory in ctx.services
 LABEL_ONLY = "label"  # the mildest action: a label, nothing taken away
 REVIEW = "review"  # the action when two readers disagree: a person decides
 CATEGORIES = ("spam", "hate", "harassment", "sexual", "violence", "self_harm",
@@ -219,7 +222,7 @@ def rules_for(settings: PtosSettings, category: str, subtype: str | None) -> lis
 
 async def escalation(ctx: TaskContext, settings: PtosSettings, category: str) -> str | None:
     """Why the author's enforcement history calls for the strictest action, or None."""
-    history = ctx.services.enforcement
+    history = ctx.services.contribution(ENFORCEMENT_SERVICE)
     if history is None:
         return None
     conf = settings.enforcement_history
@@ -279,9 +282,10 @@ async def policy(ctx: TaskContext) -> dict[str, str]:
         decisions[category] = action
         ctx.output.labels.append(f"{category}:{action}")
         ctx.output.reasons[f"policy.{category}"] = f"{action}: {why}"
-        if ctx.services.enforcement is not None and action != LABEL_ONLY:
-            await ctx.services.enforcement.record(ctx.payload.post.author_id,
-                                                  ctx.payload.post.id, category, action)
+        history = ctx.services.contribution(ENFORCEMENT_SERVICE)
+        if history is not None and action != LABEL_ONLY:
+            await history.record(ctx.payload.post.author_id,
+                                 ctx.payload.post.id, category, action)
     return decisions
 
 
@@ -312,4 +316,10 @@ PLAN = Plan(
     version=VERSION,
 )
 
-FLOW = Flow(plan=PLAN, settings=PtosSettings, order=30)
+def _services(settings: FlowSettings, store: AnnotationStore) -> dict[str, Any]:
+    history = settings.plan(NAME).enforcement_history
+    return {ENFORCEMENT_SERVICE: EnforcementHistory(
+        store, entries_per_author=history.entries_per_author, window_s=history.window_s)}
+
+
+FLOW = Flow(plan=PLAN, settings=PtosSettings, order=30, services=_services)

@@ -16,10 +16,9 @@ from grebe import constants as C
 from grebe.core.bundle import PlanBundle
 from grebe.core.memo import SharedCache
 from grebe.core.plan import Plan
+from grebe.errors import ConfigError
 from grebe.flows import catalog
 from grebe.flows.author_memory import AuthorMemory
-from grebe.flows.coordination import CoordinationIndex
-from grebe.flows.enforcement import EnforcementHistory
 from grebe.flows.llm import PromptBook
 from grebe.flows.services import FlowServices, PlanLimiter, RecentKeys
 from grebe.flows.settings import FlowSettings
@@ -56,11 +55,7 @@ def assemble(
     rate_limit_namespace: str = C.DEFAULT_REDIS_NAMESPACE,
 ) -> FlowServices:
     """FlowServices from already-built parts (the bundle, `grebe analyze` and tests)."""
-    from grebe.flows import ptos, spam
-
     memory = settings.author_memory
-    history = settings.plan(ptos.NAME).enforcement_history
-    campaigns = settings.plan(spam.NAME).coordination
     plans = all_plans()
     return FlowServices(
         settings=settings,
@@ -77,13 +72,25 @@ def assemble(
         dedupe=RecentKeys(max_ttl_s=max(
             (settings.plan(p.name).dedupe_ttl_s for p in plans), default=1.0) or 1.0),
         plan_versions={plan.name: plan.version for plan in plans},
-        enforcement=EnforcementHistory(store, entries_per_author=history.entries_per_author,
-                                       window_s=history.window_s),
         records=FlagRecords(store),
-        coordination=CoordinationIndex(max_entries=campaigns.max_entries,
-                                       window_s=campaigns.window_s,
-                                       max_distance=campaigns.max_distance),
+        contributed=contributions(settings, store),
     )
+
+
+def contributions(settings: FlowSettings, store: Any) -> dict[str, Any]:
+    """Every flow's own services (`Flow.services`), by key; ConfigError if two flows
+    contribute the same key (one would silently replace the other's state)."""
+    found: dict[str, Any] = {}
+    owner: dict[str, str] = {}
+    for flow in catalog.flows():
+        if flow.services is None:
+            continue
+        for key, service in flow.services(settings, store).items():
+            if key in found:
+                raise ConfigError(f"flows {owner[key]} and {flow.name} both contribute the "
+                                  f"service {key!r}")
+            found[key], owner[key] = service, flow.name
+    return found
 
 
 def lifecycles(components: Sequence[Any]) -> list[Service]:

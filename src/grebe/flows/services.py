@@ -159,14 +159,15 @@ class FlowServices:
     limiter: PlanLimiter = field(default_factory=PlanLimiter)
     dedupe: RecentKeys = field(default_factory=RecentKeys)
     plan_versions: dict[str, str] = field(default_factory=dict)  # filled by the registry
-    enforcement: Any = None  # grebe.flows.enforcement.EnforcementHistory (PTOS policy step)
-    coordination: Any = None  # grebe.flows.coordination.CoordinationIndex (spam plans)
     records: Any = None  # grebe.flows.sinks.FlagRecords (OR-merged boolean metadata)
+    # What the flows contribute (`Flow.services`), by key: PTOS's enforcement history,
+    # spam's coordination index, a new flow's own state.
+    contributed: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def heads(self) -> TextHeadScorer | None:
-        """`models.heads`, under the name grebe.flows.judge reads."""
-        return self.models.heads
+    def contribution(self, key: str) -> Any:
+        """The service a flow contributed under `key`; None when none did (services
+        assembled by hand for a test, or a flow that is not installed)."""
+        return self.contributed.get(key)
 
 
 def first(rows: Sequence[dict[str, float]]) -> dict[str, float]:

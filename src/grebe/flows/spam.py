@@ -17,21 +17,25 @@ spam, whatever the classifier said about the one post.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from grebe.core.plan import Plan
 from grebe.core.task import SkipTask, TaskContext
 from grebe.flows import judge, language, llm, shared
 from grebe.flows.catalog import Flow
-from grebe.flows.coordination import Campaign
+from grebe.flows.coordination import Campaign, CoordinationIndex
 from grebe.flows.services import MediaFacts
-from grebe.flows.settings import SpamSettings
+from grebe.flows.settings import FlowSettings, SpamSettings
 from grebe.flows.sinks import SinkRules, sink_with
 from grebe.flows.text_signals import TextSignals, text_signals
 from grebe.flows.thread import spam_reply_skip, thread_facts
+from grebe.stores.base import AnnotationStore
 
 VERSION = "1"
 NAME = "spam_comment"  # the plan, its eligibility and its `plans.` key
+COORDINATION_SERVICE = "coordination"  # the flow's CoordinationIndex in ctx.services
 LABEL_SPAM = "spam"
 LABEL_NOT_SPAM = "not_spam"
 LABEL_COORDINATED = "coordinated_spam"
@@ -55,7 +59,7 @@ async def reply_filter(ctx: TaskContext) -> None:
 
 async def coordination(ctx: TaskContext) -> Campaign | None:
     """How many accounts posted this text (near-identical) within the window."""
-    index = ctx.services.coordination
+    index = ctx.services.contribution(COORDINATION_SERVICE)
     if index is None:
         return None
     post = ctx.payload.post
@@ -220,4 +224,11 @@ PLAN = Plan(
     version=VERSION,
 )
 
-FLOW = Flow(plan=PLAN, settings=SpamSettings, order=10)
+def _services(settings: FlowSettings, store: AnnotationStore) -> dict[str, Any]:
+    campaigns = settings.plan(NAME).coordination
+    return {COORDINATION_SERVICE: CoordinationIndex(
+        max_entries=campaigns.max_entries, window_s=campaigns.window_s,
+        max_distance=campaigns.max_distance)}
+
+
+FLOW = Flow(plan=PLAN, settings=SpamSettings, order=10, services=_services)

@@ -41,3 +41,11 @@ class PostTable(Loader, Protocol):
     stream is recorded, so a later message may carry only its id."""
 
     async def record(self, posts: Sequence[Post], users: Sequence[User]) -> None: ...
+
+
+@runtime_checkable
+class RemembersRecorded(Protocol):
+    """A loader with a cache in front of it (CachedLoader): what the hydration step just
+    recorded is put in the cache too, so the next lookup in this process needs no trip."""
+
+    def remember(self, posts: Sequence[Post], users: Sequence[User]) -> None: ...

@@ -3,8 +3,7 @@ of a bundle's plan master (called by `grebe.app.bundles.build_bundle`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from grebe.hydration.base import Loader, PostTable
 from grebe.hydration.cache import CachedLoader
@@ -13,8 +12,6 @@ from grebe.hydration.hydrator import HydratingMaster, Hydrator
 if TYPE_CHECKING:
     from grebe.config import GrebeConfig
     from grebe.core.bundle import PlanBundle
-    from grebe.core.plan import Plan
-    from grebe.core.planmaster import PlanMaster
 
 
 def build_source(config: GrebeConfig) -> tuple[Loader, PostTable | None]:
@@ -52,13 +49,5 @@ def attach(bundle: PlanBundle, config: GrebeConfig) -> PlanBundle:
     if config.hydration.enabled:
         hydrator, cached = build_hydrator(config)
         bundle.components = [*bundle.components, cached]
-    inner = bundle.master_factory
-
-    def master(plans: Sequence[Plan], services: Any = None) -> PlanMaster:
-        from grebe.core.planmaster import PlanMaster
-
-        wrapped = (inner or PlanMaster)(plans, services=services)
-        return HydratingMaster(wrapped, hydrator)
-
-    bundle.master_factory = master
+    bundle.wrap_master(lambda inner: HydratingMaster(inner, hydrator))
     return bundle

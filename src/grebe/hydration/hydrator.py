@@ -26,7 +26,7 @@ import msgspec
 
 from grebe import constants as C
 from grebe.core.planmaster import PlanMaster
-from grebe.hydration.base import Loader, PostTable
+from grebe.hydration.base import Loader, PostTable, RemembersRecorded
 from grebe.types import Post, TaskPayload, TaskResult, TaskStatus, User
 
 log = logging.getLogger(__name__)
@@ -57,9 +57,8 @@ class Hydrator:
                              context.root_author) if u is not None and u.id]
         if posts or users:
             await self.table.record(posts, users)
-            remember = getattr(self.loader, "remember", None)
-            if remember is not None:
-                remember(posts, users)
+            if isinstance(self.loader, RemembersRecorded):
+                self.loader.remember(posts, users)
 
     async def hydrate(self, payload: TaskPayload) -> TaskPayload | Skip:
         await self.record(payload)

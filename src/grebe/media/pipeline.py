@@ -27,7 +27,7 @@ import msgspec
 from PIL import Image
 
 from grebe.errors import GrebeError, MediaError
-from grebe.inference.base import OCR, ImageClassifier
+from grebe.inference.base import OCR, ImageClassifier, Service
 from grebe.inference.nsfw import NSFW as NSFW_LABEL  # the score read from the classifier
 from grebe.media.asr import ASRErrorCode, ASRProcessor
 from grebe.media.config import MediaConfig
@@ -192,9 +192,8 @@ class MediaPipeline:
         if self._running:
             return
         for service in (self.nsfw, self.ocr, self.asr):
-            start = getattr(service, "start", None)
-            if start is not None:
-                await start()
+            if isinstance(service, Service):
+                await service.start()
         handlers: dict[str, Callable[[_Job], Awaitable[None]]] = {
             DOWNLOAD: self._download, DECODE: self._decode,
             CLASSIFY: self._classify, DEDUP: self._dedup,
@@ -264,7 +263,7 @@ class MediaPipeline:
         cap = self.config.pipeline.max_items_per_post
         items = await asyncio.gather(*(self.submit(post.id, m.url) for m in post.media[:cap]))
         return MediaReport(post_id=post.id, items=list(items),
-                           nsfw_model=getattr(self.nsfw, "name", "") if self.nsfw else "",
+                           nsfw_model=self.nsfw.name if self.nsfw else "",
                            over_cap=max(0, len(post.media) - cap), max_items=cap)
 
     async def scan(

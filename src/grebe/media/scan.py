@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from grebe.errors import GrebeError
-from grebe.inference.base import OCR, ImageClassifier
+from grebe.inference.base import OCR, ImageClassifier, Service
 from grebe.inference.factory import build_nsfw, build_ocr
 from grebe.inference.settings import InferenceConfig
 from grebe.media.asr import ASRProcessor
@@ -75,9 +75,8 @@ async def _started(services: dict[str, Any]) -> dict[str, Any]:
     ready = {}
     for role, service in services.items():
         try:
-            start = getattr(service, "start", None)
-            if start is not None:
-                await start()
+            if isinstance(service, Service):
+                await service.start()
             ready[role] = service
         except GrebeError as exc:
             log.warning("%s backend unavailable, skipped: %s", role, exc)
@@ -118,9 +117,8 @@ async def scan(
         if asr is not None:
             await asr.stop()
         for model in models.values():
-            stop = getattr(model, "stop", None)
-            if stop is not None:
-                await stop()
+            if isinstance(model, Service):
+                await model.stop()
     return ScanResult(
         items=items,
         groups=pipeline.index.groups(config.dedup.max_distance),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from grebe import constants as C
 from grebe.core.planmaster import PlanMaster
@@ -24,7 +24,6 @@ from grebe.types import TaskPayload, TaskResult, TaskStatus
 if TYPE_CHECKING:
     from grebe.config import GrebeConfig, StreamConfig
     from grebe.core.bundle import PlanBundle
-    from grebe.core.plan import Plan
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +72,5 @@ def attach(bundle: PlanBundle, config: GrebeConfig) -> PlanBundle:
     rules = selections(config.streams)
     if not rules:
         return bundle
-    inner = bundle.master_factory
-
-    def master(plans: Sequence[Plan], services: Any = None) -> PlanMaster:
-        wrapped = (inner or PlanMaster)(plans, services=services)
-        return SelectingMaster(wrapped, rules)
-
-    bundle.master_factory = master
+    bundle.wrap_master(lambda inner: SelectingMaster(inner, rules))
     return bundle

@@ -12,8 +12,9 @@ import time
 
 from prometheus_client import start_http_server
 
-from grebe.brokers.factory import build_source
-from grebe.config import GrebeConfig, StreamConfig
+from grebe import constants as C
+from grebe.brokers.factory import build_topic_source
+from grebe.config import GrebeConfig
 from grebe.core.source import Source
 from grebe.security.keys import KeyStore
 from grebe.security.server import require_keys_beyond_loopback
@@ -28,8 +29,9 @@ log = logging.getLogger(__name__)
 
 
 def thunder_source(config: GrebeConfig, settings: ThunderSettings, group: str) -> Source:
-    stream = StreamConfig(name="thunder", topic=settings.topic, group=group)
-    return build_source(stream, config)
+    """Thunder's reader of `thunder.topic`, on the broker `grebe thunder publish` and
+    `grebe ingest` write that topic to (the broker of the stream reading it)."""
+    return build_topic_source(config, settings.topic, name=C.THUNDER_SOURCE_NAME, group=group)
 
 
 async def replay_store(config: GrebeConfig, timeout_s: float = 300.0) -> ThunderStore:
