@@ -93,7 +93,7 @@ async def run(args: argparse.Namespace) -> None:
         gc.freeze()
         p = feed.pipeline
         for name in names[: args.viewers]:
-            query = HomeQuery(user_id=name, max_results=FEED["max_results"], now=now + 60)
+            query = HomeQuery(user_id=name, max_results=FEED.max_results, now=now + 60)
             for qh in p.query_hydrators:
                 apply_patch(query, await timed(qh.name, lambda qh=qh, q=query: qh.hydrate(q)))
             candidates = []

@@ -9,6 +9,7 @@ import numpy as np
 
 from grebe.feed.candidates import FeedCandidate, HomeQuery
 from grebe.feed.features import FEATURES, FeatureCache
+from grebe.feed.frame import column
 from grebe.feed.indexing import embedding_of
 from grebe.feed.pipeline import Columns, Patch
 from grebe.feed.settings import FeedSettings
@@ -110,6 +111,7 @@ class AnnotationHydrator:
 
     async def hydrate(self, query: HomeQuery, candidates: Sequence[FeedCandidate]
                       ) -> Columns:
-        found = await self.features.get_many([c.source_post_id or c.post_id
-                                              for c in candidates])  # content ids
+        found = await self.features.get_many([source or post for source, post in zip(
+            column(candidates, "source_post_id"), column(candidates, "post_id"),
+            strict=True)])  # content ids
         return Columns({key: [f[key] for f in found] for key in FEATURES})

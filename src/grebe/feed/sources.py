@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import chain
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Protocol
 
+import numpy as np
+
 from grebe.feed.ann import PostANNIndex
-from grebe.feed.candidates import FeedCandidate, HomeQuery
+from grebe.feed.candidates import FeedCandidate, HomeQuery, assign_candidate, candidate_row
+from grebe.feed.frame import CandidateFrame
 from grebe.feed.settings import FeedSettings
 from grebe.thunder.client import InNetworkPostsClient
 from grebe.thunder.store import InNetworkQuery, LightPost
@@ -30,6 +34,31 @@ def candidate(post: LightPost, *, in_network: bool, source: str,
     )
 
 
+#: The post attributes a candidate frame starts with (LightPost's names).
+POST_COLUMNS = ("post_id", "author_id", "created_at", "source_post_id", "source_author_id",
+                "in_reply_to_post_id")
+_POST_FIELDS = attrgetter(*POST_COLUMNS)
+
+
+def candidate_frame(posts: Sequence[LightPost], *, in_network: bool,
+                    sources: Sequence[str] | str,
+                    similarity: Sequence[float] | None = None
+                    ) -> CandidateFrame[FeedCandidate]:
+    """The posts as one candidate frame: what `candidate` builds per post, as columns
+    (one transposition in C instead of an object per post). `sources` is one name for
+    all or one per post; a missing similarity is NaN (None on the built candidate)."""
+    n = len(posts)
+    rows = list(zip(*map(_POST_FIELDS, posts), strict=True)) if n else [()] * 6
+    columns: dict[str, Sequence[object] | np.ndarray] = dict(zip(POST_COLUMNS, rows,
+                                                                  strict=True))
+    columns["created_at"] = np.fromiter(columns["created_at"], dtype=np.float64, count=n)
+    columns["in_network"] = np.full(n, in_network)
+    columns["source"] = [sources] * n if isinstance(sources, str) else sources
+    columns["similarity"] = np.full(n, np.nan) if similarity is None \
+        else np.asarray(similarity, dtype=np.float64)
+    return CandidateFrame.from_columns(columns, candidate_row, assign_candidate)
+
+
 class InNetworkSource:
     name = "thunder"
 
@@ -37,9 +66,9 @@ class InNetworkSource:
         self.client = client
         self.settings = settings
 
-    async def fetch(self, query: HomeQuery) -> list[FeedCandidate]:
+    async def fetch(self, query: HomeQuery) -> CandidateFrame[FeedCandidate]:
         if not query.following or not self.settings.in_network_max:
-            return []
+            return candidate_frame([], in_network=True, sources=self.name)
         result = await self.client.get_in_network_posts(InNetworkQuery(
             user_id=query.user_id,
             following_user_ids=query.following,
@@ -47,7 +76,7 @@ class InNetworkSource:
             max_results=self.settings.in_network_max,
             budget_s=self.settings.thunder_budget_ms / 1000.0,
         ))
-        return [candidate(p, in_network=True, source=self.name) for p in result.posts]
+        return candidate_frame(result.posts, in_network=True, sources=self.name)
 
 
 class SimilarPostsSource:
@@ -70,11 +99,11 @@ class SimilarPostsSource:
     def enable(self, query: HomeQuery) -> bool:
         return query.interest_vector is not None and self.settings.out_of_network_max > 0
 
-    async def fetch(self, query: HomeQuery) -> list[FeedCandidate]:
+    async def fetch(self, query: HomeQuery) -> CandidateFrame[FeedCandidate]:
         s = self.settings
         k = s.out_of_network_max
         if query.interest_vector is None or not k:
-            return []
+            return candidate_frame([], in_network=False, sources=self.name)
         followed = set(query.following)
         # Ask for more than k: followed authors' and the viewer's own posts are skipped.
         exclude = query.seen.union(query.engaged)
@@ -96,24 +125,24 @@ class SimilarPostsSource:
         pairs.sort()
         pairs.sort(key=_SIMILARITY, reverse=True)
         taken: set[str] = set()
-        close: list[FeedCandidate] = []
-        backfill: list[FeedCandidate] = []
+        close: list[tuple[LightPost, float]] = []
+        backfill: list[tuple[LightPost, float]] = []
+        get = self.posts.get
         for post_id, similarity in pairs:
             if post_id in taken:
                 continue
             taken.add(post_id)
             if similarity < s.backfill_min_similarity or len(close) + len(backfill) == k:
                 break
-            post = self.posts.get(post_id)
+            post = get(post_id)
             if post is None or post.author_id in followed or post.author_id == query.user_id:
                 continue
-            if similarity >= s.min_similarity:
-                close.append(candidate(post, in_network=False, source=self.name,
-                                       similarity=similarity))
-            else:
-                backfill.append(candidate(post, in_network=False, source=BACKFILL_SOURCE,
-                                          similarity=similarity))
-        return close + backfill
+            (close if similarity >= s.min_similarity else backfill).append((post, similarity))
+        found_posts = [p for p, _ in chain(close, backfill)]
+        return candidate_frame(
+            found_posts, in_network=False,
+            sources=[self.name] * len(close) + [BACKFILL_SOURCE] * len(backfill),
+            similarity=[sim for _, sim in chain(close, backfill)])
 
 
 BACKFILL_SOURCE = "similar_posts_backfill"
