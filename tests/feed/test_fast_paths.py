@@ -103,3 +103,59 @@ async def test_similar_posts_best_similarity_first_ties_by_id() -> None:
     assert {c.source for c in got} == {"similar_posts", "similar_posts_backfill"}
     tied = [c.post_id for c in got if c.post_id in {f"p{i:03d}" for i in (10, *range(20, 30))}]
     assert tied == sorted(tied) and len(tied) >= 5
+
+
+class CountingIndex(PostANNIndex):
+    """Records each search call's depth, to show how many the source makes."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__(dim)
+        self.calls: list[tuple[int, int]] = []  # (query vectors, depth)
+
+    def search_many(self, vectors, k, exclude=()):  # type: ignore[no-untyped-def]
+        self.calls.append((len(vectors), k))
+        return super().search_many(vectors, k, exclude)
+
+
+async def test_similar_posts_one_batched_search_when_the_shares_fill_the_page() -> None:
+    """The mean and each engaged post are searched in one call, each for an equal share
+    of k + k/4; the answer is the definition (best similarity per post, most similar
+    first, followed authors skipped) over those searches. Only when the shares leave
+    the page short is the mean searched again at the full depth."""
+    rng = np.random.default_rng(5)
+    prng = random.Random(5)
+    store = ThunderStore()
+    index = CountingIndex(8)
+    vectors = rng.normal(size=(3000, 8)).astype(np.float32)
+    ids = [f"p{i:04d}" for i in range(3000)]
+    now = time.time()
+    for i, pid in enumerate(ids):
+        store.apply(PostCreate(post_id=pid, author_id=f"u{prng.randrange(300)}",
+                               created_at=now - 5000 + i))
+    index.add_many(ids, vectors)
+    settings = FeedSettings.model_validate({"out_of_network_max": 40,
+                                            "min_similarity": 0.5})
+    source = SimilarPostsSource(index, store, settings)
+    engaged = vectors[[3, 700, 1400, 2100]]
+    mean = engaged.mean(axis=0)
+    query = HomeQuery(user_id="me", following=["u1", "u2"], interest_vector=(
+        mean / np.linalg.norm(mean)).tolist(), interest_vectors=engaged.tolist())
+    got = await source.fetch(query)
+    share = max(20, -(-50 // 5))
+    assert index.calls == [(5, share)]  # one batched call, no deepening
+    found = PostANNIndex.search_many(index, [query.interest_vector, *engaged], share)
+    best: dict[str, float] = {}
+    for matches in found:
+        for post_id, similarity in matches:
+            best[post_id] = max(similarity, best.get(post_id, -2.0))
+    expected = [(pid, sim) for pid, sim in sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))
+                if store.get(pid).author_id not in {"u1", "u2"}][:40]  # type: ignore[union-attr]
+    assert [(c.post_id, c.similarity) for c in got] == expected and len(got) == 40
+
+    # The shares' posts all by followed authors: the page is short, the mean goes deeper.
+    index.calls.clear()
+    query.following = sorted({store.get(pid).author_id  # type: ignore[union-attr]
+                              for m in found for pid, _ in m})
+    again = await source.fetch(query)
+    assert index.calls == [(5, share), (1, 50)]
+    assert again and all(c.author_id not in query.following for c in again)

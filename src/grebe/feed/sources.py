@@ -84,9 +84,15 @@ class SimilarPostsSource:
 
     It searches near the interest mean and near each of the newest `interest_queries`
     interest vectors (a viewer into jazz and football finds both, where the mean may sit
-    between them), keeping each post's best cosine. Posts at or above `min_similarity`
-    come first; when fewer than `out_of_network_max` do (the viewer has seen the close
-    ones), less similar ones down to `backfill_min_similarity` fill the rest, tagged
+    between them), keeping each post's best cosine. All of them in one batched search,
+    each for an equal share of the neighbourhood wanted (HNSW cost grows with the depth
+    asked: the mean alone at the full depth cost as much as five engaged posts at a
+    share, docs/benchmarks.md); only when those shares leave fewer than
+    `out_of_network_max` posts is the mean searched again at the full depth.
+
+    Posts at or above `min_similarity` come first; when fewer than `out_of_network_max`
+    do (the viewer has seen the close ones), less similar ones down to
+    `backfill_min_similarity` fill the rest, tagged
     `BACKFILL_SOURCE`, so the feed keeps filling."""
 
     name = "similar_posts"
@@ -104,19 +110,30 @@ class SimilarPostsSource:
         k = s.out_of_network_max
         if query.interest_vector is None or not k:
             return candidate_frame([], in_network=False, sources=self.name)
-        followed = set(query.following)
-        # Ask for more than k: followed authors' and the viewer's own posts are skipped.
         exclude = query.seen.union(query.engaged)
-        extra = query.interest_vectors[: s.interest_queries]
-        # The mean's neighbourhood in full (a quarter more than k: followed authors'
-        # posts are skipped); each engaged post's in a share of it, all in one batched
-        # search (the search cost grows with the depth; seen posts are skipped by the
-        # index on top of it).
+        queries = [query.interest_vector, *query.interest_vectors[: s.interest_queries]]
+        # A quarter more than k in all (followed authors' posts are skipped; seen posts
+        # are skipped by the index on top of it), an equal share per query.
         depth = k + k // 4
-        found = [self.index.search(query.interest_vector, depth, exclude)]
-        if extra:
-            found += self.index.search_many(
-                extra, max(MIN_PER_QUERY, depth // (len(extra) + 1)), exclude)
+        share = max(MIN_PER_QUERY, -(-depth // len(queries)))
+        found = self.index.search_many(queries, share, exclude)
+        close, backfill = self._merge(query, found)
+        if len(close) + len(backfill) < k and share < depth \
+                and any(len(f) == share for f in found):  # there may be more
+            found.append(self.index.search(query.interest_vector, depth, exclude))
+            close, backfill = self._merge(query, found)
+        return candidate_frame(
+            [p for p, _ in chain(close, backfill)], in_network=False,
+            sources=[self.name] * len(close) + [BACKFILL_SOURCE] * len(backfill),
+            similarity=[sim for _, sim in chain(close, backfill)])
+
+    def _merge(self, query: HomeQuery, found: list[list[tuple[str, float]]]
+               ) -> tuple[list[tuple[LightPost, float]], list[tuple[LightPost, float]]]:
+        """(close, backfill): the posts found, each at its best similarity, most similar
+        first, up to `out_of_network_max`, without followed authors' or the viewer's."""
+        s = self.settings
+        k = s.out_of_network_max
+        followed = set(query.following)
         # Every (post id, similarity) found, most similar first, equal similarities in
         # id order: two sorts in C (the second is stable) instead of a merge into a dict
         # and a sort by a Python key. A post found by several searches is taken at its
@@ -138,13 +155,9 @@ class SimilarPostsSource:
             if post is None or post.author_id in followed or post.author_id == query.user_id:
                 continue
             (close if similarity >= s.min_similarity else backfill).append((post, similarity))
-        found_posts = [p for p, _ in chain(close, backfill)]
-        return candidate_frame(
-            found_posts, in_network=False,
-            sources=[self.name] * len(close) + [BACKFILL_SOURCE] * len(backfill),
-            similarity=[sim for _, sim in chain(close, backfill)])
+        return close, backfill
 
 
 BACKFILL_SOURCE = "similar_posts_backfill"
-MIN_PER_QUERY = 20  # neighbours asked of each engaged post's search, at least
+MIN_PER_QUERY = 20  # neighbours asked of each query's search, at least
 _SIMILARITY = itemgetter(1)
