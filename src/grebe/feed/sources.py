@@ -82,13 +82,16 @@ class InNetworkSource:
 class SimilarPostsSource:
     """Posts near the viewer's interests from authors they do not follow.
 
-    It searches near the interest mean and near each of the newest `interest_queries`
-    interest vectors (a viewer into jazz and football finds both, where the mean may sit
-    between them), keeping each post's best cosine. All of them in one batched search,
-    each for an equal share of the neighbourhood wanted (HNSW cost grows with the depth
-    asked: the mean alone at the full depth cost as much as five engaged posts at a
-    share, docs/benchmarks.md); only when those shares leave fewer than
-    `out_of_network_max` posts is the mean searched again at the full depth.
+    It searches near the interest mean and, when the viewer's interest vectors fall in
+    several groups of similar ones, near the centre of each group (at most
+    `interest_queries` groups, `interest_centres`): a viewer into jazz and football
+    finds both, where the mean may sit between them; a viewer with one interest costs
+    one search. All in one batched call, each for an equal share of the neighbourhood
+    wanted, keeping each post's best cosine. A search costs about the same whatever its
+    depth up to a few hundred (it is memory-bound: each starts in a cold part of the
+    graph, docs/benchmarks.md), so the number of searches is what to keep small. Only
+    when the shares leave fewer than `out_of_network_max` posts is the interest mean
+    searched again at the full depth.
 
     Posts at or above `min_similarity` come first; when fewer than `out_of_network_max`
     do (the viewer has seen the close ones), less similar ones down to
@@ -111,7 +114,10 @@ class SimilarPostsSource:
         if query.interest_vector is None or not k:
             return candidate_frame([], in_network=False, sources=self.name)
         exclude = query.seen.union(query.engaged)
-        queries = [query.interest_vector, *query.interest_vectors[: s.interest_queries]]
+        centres = interest_centres(query.interest_vectors, s.interest_group_similarity,
+                                   s.interest_queries)
+        mean = np.asarray([query.interest_vector], dtype=np.float32)
+        queries = np.concatenate([mean, centres]) if len(centres) > 1 else mean
         # A quarter more than k in all (followed authors' posts are skipped; seen posts
         # are skipped by the index on top of it), an equal share per query.
         depth = k + k // 4
@@ -156,6 +162,30 @@ class SimilarPostsSource:
                 continue
             (close if similarity >= s.min_similarity else backfill).append((post, similarity))
         return close, backfill
+
+
+def interest_centres(vectors: Sequence[Sequence[float]], threshold: float,
+                     limit: int) -> np.ndarray:
+    """Unit centres of groups of similar vectors, at most `limit` groups: in order, each
+    vector joins the group whose centre it is closest to when that cosine reaches
+    `threshold`, else starts a group while there is room, else is left out (the
+    newest interests come first, so the oldest give way)."""
+    if not len(vectors) or limit <= 0:
+        return np.empty((0, 0), dtype=np.float32)
+    units = np.asarray(vectors, dtype=np.float64)
+    norms = np.linalg.norm(units, axis=1)
+    units = units[norms > 0] / norms[norms > 0, None]
+    sums: list[np.ndarray] = []
+    for unit in units:
+        if sums:
+            centres = np.array([v / np.linalg.norm(v) for v in sums])
+            best = int(np.argmax(np.einsum("ij,j->i", centres, unit)))
+            if float(centres[best] @ unit) >= threshold:
+                sums[best] = sums[best] + unit
+                continue
+        if len(sums) < limit:
+            sums.append(unit.copy())
+    return np.array([v / np.linalg.norm(v) for v in sums], dtype=np.float32)
 
 
 BACKFILL_SOURCE = "similar_posts_backfill"
