@@ -200,3 +200,12 @@ def column(candidates: Sequence[Any], name: str) -> np.ndarray | list[Any]:
     if isinstance(candidates, CandidateFrame) and candidates.has(name):
         return candidates.column(name)
     return [getattr(c, name) for c in candidates]
+
+
+def numbers(candidates: Sequence[Any], name: str) -> np.ndarray:
+    """One numeric attribute of every candidate as float64: a frame's numeric column as
+    it is (no Python float per row), else read off the objects."""
+    values = column(candidates, name)
+    if isinstance(values, np.ndarray) and values.dtype != object:
+        return values.astype(np.float64, copy=False)
+    return np.fromiter(values, dtype=np.float64, count=len(values))

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from grebe.feed.candidates import FeedCandidate, HomeQuery
-from grebe.feed.frame import CandidateFrame, column
+from grebe.feed.frame import CandidateFrame, column, numbers
 from grebe.feed.pipeline import Columns
 from grebe.feed.settings import FeedSettings
 
@@ -96,17 +96,16 @@ class WeightedScorer:
         quality_key, engagement_key = s.quality_score_key, s.engagement_score_key
         default_quality = s.quality_default
         n = len(candidates)
-        ages = np.maximum(0.0, query.now - np.fromiter(
-            column(candidates, "created_at"), dtype=np.float64, count=n))
+        ages = np.maximum(0.0, query.now - numbers(candidates, "created_at"))
         scores = column(candidates, "scores")
         return np.stack([
             interest,
             np.power(0.5, ages / s.recency_half_life_s),
-            np.fromiter((sc.get(quality_key, default_quality) for sc in scores),
-                        dtype=np.float64, count=n),
-            np.fromiter((sc.get(engagement_key, 0.0) for sc in scores),
-                        dtype=np.float64, count=n),
-            np.fromiter(column(candidates, "in_network"), dtype=np.float64, count=n),
+            np.array([sc.get(quality_key, default_quality) for sc in scores],
+                     dtype=np.float64).reshape(n),
+            np.array([sc.get(engagement_key, 0.0) for sc in scores],
+                     dtype=np.float64).reshape(n),
+            numbers(candidates, "in_network"),
         ], axis=1)
 
     def weights(self) -> np.ndarray:
@@ -160,7 +159,7 @@ class AuthorDiversityScorer:
                     ) -> Columns:
         decay, floor = self.settings.author_diversity_decay, self.settings.author_diversity_floor
         n = len(candidates)
-        scores = np.fromiter(column(candidates, "score"), dtype=np.float64, count=n)
+        scores = numbers(candidates, "score").copy()
         order = np.argsort(-scores, kind="stable").tolist()
         authors = column(candidates, "author_id")
         counts: dict[str, int] = {}
