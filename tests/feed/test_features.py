@@ -98,3 +98,28 @@ async def test_interest_vectors_read_through_the_cache_equal_the_store(
         assert store.reads == 8  # the cache read each post once, then kept it
     finally:
         await store.stop()
+
+
+async def test_entries_expire_oldest_first_and_a_reread_moves_to_the_end(
+        tmp_path: Path) -> None:
+    """Expiry drops only the entries read more than ttl_s ago (the oldest prefix): a post
+    read later is still served from memory, one read again starts a new period."""
+    store = CountingStore(tmp_path / "a.db")
+    await store.start()
+    clock = Clock()
+    cache = FeatureCache(store, None, size=10, ttl_s=60, concurrency=4, clock=clock)
+    try:
+        await store.upsert([Annotation(post_id=p, producer="s", version="1", labels=[p])
+                            for p in ("p1", "p2", "p3")])
+        await cache.get_many(["p1"])
+        clock.now = 30
+        await cache.get_many(["p2"])
+        clock.now = 61  # p1 expired, p2 not
+        await cache.get_many(["p1", "p2"])
+        assert store.reads == 3 and len(cache) == 2
+        clock.now = 95  # p2 (read at 30) expired; p1 (re-read at 61) not
+        got = await cache.get_many(["p2", "p1", "p3"])
+        assert [f["labels"] for f in got] == [["p2"], ["p1"], ["p3"]]
+        assert store.reads == 5 and cache.hits == 2
+    finally:
+        await store.stop()
