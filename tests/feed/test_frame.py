@@ -174,3 +174,41 @@ async def test_pipeline_on_frames_answers_as_on_objects() -> None:
     # retrieved shows what later stages gave each row, as shared objects did
     assert [c.score for c in columns.retrieved] == pytest.approx(
         [c.score for c in plain.retrieved])
+
+
+class _PatchHydrator:
+    """A hydrator of the plain kind: one patch dict per candidate, keys varying."""
+
+    name = "patches"
+
+    async def hydrate(self, query: HomeQuery, candidates: object) -> list[dict[str, object]]:
+        return [{"labels": ["odd"]} if i % 2 else {"labels": ["even"], "diversity": 0.5}
+                for i in range(len(candidates))]  # type: ignore[arg-type]
+
+
+async def test_patch_dicts_and_a_list_source_beside_a_frame_source() -> None:
+    """A hydrator returning dicts works on a frame (each key set on the rows that have
+    it); a list source beside a frame source gives a list (the frame's rows built)."""
+    objects, frame, query = _both(6, n=20)
+    answers = []
+    for sources in ([_ListSource(objects[:10]), _ListSource(objects[10:])],
+                    [_FrameSource(frame.take(range(10))), _ListSource(objects[10:])],
+                    [_FrameSource(frame.take(range(10))),
+                     _FrameSource(frame.take(range(10, 20)))]):
+        pipeline: CandidatePipeline[HomeQuery, FeedCandidate] = CandidatePipeline(
+            sources=sources, hydrators=[_PatchHydrator()], selector=TopKSelector())
+        answers.append(await pipeline.run(query))
+    plain, mixed, columns = answers
+    assert isinstance(mixed.retrieved, list) and isinstance(columns.retrieved, CandidateFrame)
+    for result in (mixed, columns):
+        assert result.errors == {}
+        assert [(c.post_id, c.labels, c.diversity) for c in result.retrieved] == \
+            [(c.post_id, c.labels, c.diversity) for c in plain.retrieved]
+
+
+def test_joined_views_keep_which_rows_have_a_column() -> None:
+    _, frame, _ = _both(7, n=6)
+    frame.take([1, 4]).set("diversity", [0.5, 0.25])
+    joined = CandidateFrame.concat([frame.take([4, 0]), frame.take([1])])
+    assert [c.diversity for c in joined] == [0.25, 1.0, 0.5]  # row 0: never set
+    assert not joined.has("diversity") and joined.take([0, 2]).has("diversity")

@@ -106,7 +106,18 @@ class CandidateFrame(Sequence[R]):
             raise ValueError("frames with different columns cannot be joined")
         columns = {name: np.concatenate([f.column(name) for f in frames]) for name in names}
         first = frames[0]._store
-        return cls(_Store(columns, sum(len(f) for f in frames), first.make_row, first.assign))
+        store = _Store(columns, sum(len(f) for f in frames), first.make_row, first.assign)
+        for name in names:  # which rows have a column set only on some rows
+            if any(name in f._store.has for f in frames):
+                store.has[name] = np.concatenate([f._has(name) for f in frames])
+        return cls(store)
+
+    def _has(self, name: str) -> np.ndarray:
+        """Whether each row of this frame has `name` set."""
+        has = self._store.has.get(name)
+        if has is None:
+            return np.ones(len(self), dtype=bool)
+        return has if self._rows is None else has[self._rows]
 
     def names(self) -> list[str]:
         return list(self._store.columns)
@@ -127,8 +138,7 @@ class CandidateFrame(Sequence[R]):
         """Whether every row of this frame has `name` set."""
         if name not in self._store.columns:
             return False
-        has = self._store.has.get(name)
-        return has is None or bool(has[self.positions()].all())
+        return bool(self._has(name).all())
 
     def set(self, name: str, values: Sequence[Any] | np.ndarray) -> None:
         """Give this frame's rows these values of `name` (in the shared store)."""
