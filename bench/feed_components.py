@@ -7,8 +7,9 @@ The state of bench/feed.py (thunder with `--posts` posts, SQLite annotations, th
 index, 200 viewers following 400 authors with 5 engaged posts, features in memory).
 For each of `--viewers` viewers, one request is taken apart: every query hydrator,
 source, hydrator, filter, scorer and the selector is called `--repeat` times on the
-same input and its `time.thread_time` averaged; applying a hydrator's or scorer's
-columns to the candidates is timed on its own ("apply:"). Then the whole `home()` is
+same input and its `time.thread_time` averaged; joining the sources' candidate frames
+("join sources") and applying a hydrator's or scorer's columns to the candidates
+("apply:") are timed on their own. Then the whole `home()` is
 timed once. Printed: the median per component over the viewers. bench/feed.py's
 component figures are wall times of concurrent components; these are each one's CPU.
 """
