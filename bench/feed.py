@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import gc
 import os
 import random
 import statistics
@@ -36,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from grebe.core.engine_process import tune_gc
 from grebe.feed.admission import Admission
 from grebe.feed.home import build_home_pipeline
 from grebe.feed.settings import FeedSettings
@@ -126,9 +126,8 @@ async def run(args: argparse.Namespace) -> None:
         await feed.features.get_many([f"p{i}" for i in range(args.posts)])
         for name in names[:5]:  # warm up
             await feed.home(name)
-        if args.freeze:  # as `grebe thunder serve` does once loaded: GC skips what is held
-            gc.collect()
-            gc.freeze()
+        if args.freeze:  # as `grebe feed-serve` does once loaded: GC skips what is held
+            tune_gc()  # and collects the requests' short-lived objects in fewer passes
         if args.start_at:  # an A/B run beside another process: time the same period
             await asyncio.sleep(max(0.0, args.start_at - time.time()))
         total = int(args.rate * args.seconds)
@@ -186,7 +185,8 @@ def main() -> None:
                         help="start the timed requests at this epoch time (after loading), "
                              "so two versions run side by side are timed over one period")
     parser.add_argument("--no-freeze", dest="freeze", action="store_false",
-                        help="do not gc.freeze() the loaded state before timing")
+                        help="do not freeze the loaded state nor raise the GC thresholds "
+                             "(grebe.core.engine_process.tune_gc) before timing")
     asyncio.run(run(parser.parse_args()))
 
 

@@ -7,8 +7,9 @@ The state of bench/feed.py (thunder with `--posts` posts, SQLite annotations, th
 index, 200 viewers following 400 authors with 5 engaged posts, features in memory).
 For each of `--viewers` viewers, one request is taken apart: every query hydrator,
 source, hydrator, filter, scorer and the selector is called `--repeat` times on the
-same input and its `time.thread_time` averaged; applying a hydrator's or scorer's
-columns to the candidates is timed on its own ("apply:"). Then the whole `home()` is
+same input and its `time.thread_time` averaged; joining the sources' candidate frames
+("join sources") and applying a hydrator's or scorer's columns to the candidates
+("apply:") are timed on their own. Then the whole `home()` is
 timed once. Printed: the median per component over the viewers. bench/feed.py's
 component figures are wall times of concurrent components; these are each one's CPU.
 """
@@ -32,7 +33,7 @@ import numpy as np
 from feed import FEED  # bench/feed.py: the same feed settings
 from grebe.feed.candidates import HomeQuery
 from grebe.feed.home import build_home_pipeline
-from grebe.feed.pipeline import apply_patch, apply_patches
+from grebe.feed.pipeline import apply_patch, apply_patches, joined
 from grebe.feed.viewers import MemoryViewerDirectory, Viewer
 from grebe.stores.sqlite import SqliteStore
 from grebe.thunder.events import PostCreate
@@ -93,12 +94,14 @@ async def run(args: argparse.Namespace) -> None:
         gc.freeze()
         p = feed.pipeline
         for name in names[: args.viewers]:
-            query = HomeQuery(user_id=name, max_results=FEED["max_results"], now=now + 60)
+            query = HomeQuery(user_id=name, max_results=FEED.max_results, now=now + 60)
             for qh in p.query_hydrators:
                 apply_patch(query, await timed(qh.name, lambda qh=qh, q=query: qh.hydrate(q)))
-            candidates = []
-            for source in p.sources:
-                candidates += await timed(source.name, lambda s=source, q=query: s.fetch(q))
+            fetched = [await timed(source.name, lambda s=source, q=query: s.fetch(q))
+                       for source in p.sources]
+            c0 = time.thread_time()
+            candidates = joined(fetched)  # one frame of the sources' columns
+            add("join sources", time.thread_time() - c0)
             for hydrator in p.hydrators:
                 columns = await timed(hydrator.name,
                                       lambda h=hydrator, q=query, c=candidates: h.hydrate(q, c))

@@ -59,11 +59,46 @@ def test_interest_from_one_matrix_equals_row_by_row() -> None:
     assert got[3] == 0.4 and got[9] == 0.7
 
 
+class CountingIndex(PostANNIndex):
+    """Records each search call's depth, to show how many the source makes."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__(dim)
+        self.calls: list[tuple[int, int]] = []  # (query vectors, depth)
+        self.found: list[list[tuple[str, float]]] = []  # every search's answer
+
+    def search_many(self, vectors, k, exclude=()):  # type: ignore[no-untyped-def]
+        self.calls.append((len(vectors), k))
+        found = super().search_many(vectors, k, exclude)
+        self.found += found
+        return found
+
+
+
+def _definition(store: ThunderStore, found: list[list[tuple[str, float]]],
+                skip: set[str], k: int) -> list[tuple[str, float]]:
+    """Best similarity per post over the searches, most similar first, ties by id,
+    skipping the authors in `skip`, the first k."""
+    best: dict[str, float] = {}
+    for matches in found:
+        for post_id, similarity in matches:
+            best[post_id] = max(similarity, best.get(post_id, -2.0))
+    expected = []
+    for post_id, similarity in sorted(best.items(), key=lambda kv: (-kv[1], kv[0])):
+        post = store.get(post_id)
+        if post is None or post.author_id in skip:
+            continue
+        expected.append((post_id, similarity))
+        if len(expected) == k:
+            break
+    return expected
+
+
 async def test_similar_posts_best_similarity_first_ties_by_id() -> None:
     rng = np.random.default_rng(2)
     prng = random.Random(2)
     store = ThunderStore()
-    index = PostANNIndex(8)
+    index = CountingIndex(8)
     vectors = rng.normal(size=(400, 8)).astype(np.float32)
     vectors[20:30] = vectors[10]  # exact ties in similarity
     ids = [f"p{i:03d}" for i in range(400)]
@@ -83,23 +118,64 @@ async def test_similar_posts_best_similarity_first_ties_by_id() -> None:
     got = await source.fetch(query)
 
     # The definition, from the same searches.
-    exclude = query.seen.union(query.engaged)
-    depth = 60 + 60 // 4
-    found = [index.search(query.interest_vector, depth, exclude),  # type: ignore[arg-type]
-             *index.search_many(engaged, max(20, depth // 4), exclude)]
-    best: dict[str, float] = {}
-    for matches in found:
-        for post_id, similarity in matches:
-            best[post_id] = max(similarity, best.get(post_id, -2.0))
-    expected = []
-    for post_id, similarity in sorted(best.items(), key=lambda kv: (-kv[1], kv[0])):
-        post = store.get(post_id)
-        if post is None or post.author_id in {"u1", "u2", "me"}:
-            continue
-        expected.append((post_id, similarity))
-        if len(expected) == 60:
-            break
+    expected = _definition(store, index.found, {"u1", "u2", "me"}, 60)
     assert [(c.post_id, c.similarity) for c in got] == expected
     assert {c.source for c in got} == {"similar_posts", "similar_posts_backfill"}
     tied = [c.post_id for c in got if c.post_id in {f"p{i:03d}" for i in (10, *range(20, 30))}]
     assert tied == sorted(tied) and len(tied) >= 5
+
+
+async def test_similar_posts_one_batched_search_when_the_shares_fill_the_page() -> None:
+    """The interest mean and the centres of the interest groups (here four unrelated
+    vectors: three groups, the oldest left out) are searched in one call, each for an
+    equal share of k + k/4; the answer is the definition (best similarity per post,
+    most similar first, followed authors skipped) over those searches. Only when the
+    shares leave the page short is the mean searched again at the full depth."""
+    rng = np.random.default_rng(5)
+    prng = random.Random(5)
+    store = ThunderStore()
+    index = CountingIndex(8)
+    vectors = rng.normal(size=(3000, 8)).astype(np.float32)
+    ids = [f"p{i:04d}" for i in range(3000)]
+    now = time.time()
+    for i, pid in enumerate(ids):
+        store.apply(PostCreate(post_id=pid, author_id=f"u{prng.randrange(300)}",
+                               created_at=now - 5000 + i))
+    index.add_many(ids, vectors)
+    settings = FeedSettings.model_validate({"out_of_network_max": 40,
+                                            "min_similarity": 0.5})
+    source = SimilarPostsSource(index, store, settings)
+    engaged = vectors[[3, 700, 1400, 2100]]
+    mean = engaged.mean(axis=0)
+    query = HomeQuery(user_id="me", following=["u1", "u2"], interest_vector=(
+        mean / np.linalg.norm(mean)).tolist(), interest_vectors=engaged.tolist())
+    got = await source.fetch(query)
+    share = max(20, -(-50 // 4))
+    assert index.calls == [(4, share)]  # one batched call: the mean and 3 groups at most
+    found = index.found
+    expected = _definition(store, found, {"u1", "u2", "me"}, 40)
+    assert [(c.post_id, c.similarity) for c in got] == expected and len(got) == 40
+
+    # The shares' posts all by followed authors: the page is short, the mean goes deeper.
+    index.calls.clear()
+    found = list(found)
+    query.following = sorted({store.get(pid).author_id  # type: ignore[union-attr]
+                              for m in found for pid, _ in m})
+    again = await source.fetch(query)
+    assert index.calls == [(4, share), (1, 50)]
+    assert again and all(c.author_id not in query.following for c in again)
+
+
+def test_interest_centres_group_similar_vectors_newest_first() -> None:
+    """The plain definition on a small case: close vectors share a group whose centre
+    is their normalised sum; a new direction opens a group while there is room."""
+    from grebe.feed.sources import interest_centres
+
+    a, b, c = np.eye(3)
+    a2 = (a + 0.1 * b) / np.linalg.norm(a + 0.1 * b)
+    got = interest_centres([a, b, a2, c], threshold=0.5, limit=2)
+    expected_a = (a + a2) / np.linalg.norm(a + a2)
+    assert np.allclose(got, [expected_a, b], atol=1e-6)  # c: no room, left out
+    assert np.allclose(interest_centres([a, b, a2, c], 0.5, 3)[2], c)
+    assert interest_centres([], 0.5, 3).size == 0
+    assert len(interest_centres([a, a2], 0.5, 3)) == 1

@@ -5,6 +5,7 @@ applies to them (see grebe.feed.pipeline)."""
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from typing import Any
@@ -59,3 +60,23 @@ class FeedCandidate(msgspec.Struct, kw_only=True):
     def content_id(self) -> str:
         """The post whose content is shown (a retweet shows its source)."""
         return self.source_post_id or self.post_id
+
+
+def _plain(name: str, value: Any) -> Any:
+    """A column value as the candidate attribute: a missing similarity is NaN in its
+    float column and None on the object."""
+    if name == "similarity" and value is not None and math.isnan(value):
+        return None
+    return value
+
+
+def candidate_row(values: dict[str, Any]) -> FeedCandidate:
+    """The FeedCandidate of one row of a candidate frame (grebe.feed.frame)."""
+    if "similarity" in values:
+        values["similarity"] = _plain("similarity", values["similarity"])
+    return FeedCandidate(**values)
+
+
+def assign_candidate(candidate: FeedCandidate, name: str, value: Any) -> None:
+    """Set one column's value on a candidate built already from its frame row."""
+    setattr(candidate, name, _plain(name, value))

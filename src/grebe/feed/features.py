@@ -43,6 +43,13 @@ def features_of(annotations: Sequence[Annotation], producer: str | None) -> Patc
 
 
 class FeatureCache:
+    """Features by post id, each kept `ttl_s` from when it was read, at most `size`.
+
+    Entries are kept in the order they were read (a re-read moves to the end), so the
+    expired ones are always the oldest: a lookup expires that prefix once and then
+    finds every post with one `dict.get` in C (`map`), with no read-time check per post
+    (1,500 per request)."""
+
     def __init__(
         self, store: AnnotationStore, producer: str | None, *, size: int, ttl_s: float,
         concurrency: int, clock: Callable[[], float] = time.monotonic,
@@ -53,40 +60,50 @@ class FeatureCache:
         self.ttl_s = ttl_s
         self.clock = clock
         self._limit = asyncio.Semaphore(concurrency)
-        self._rows: dict[str, tuple[float, Patch]] = {}  # post id -> (read at, features)
+        self._features: dict[str, Patch] = {}  # post id -> features
+        self._read_at: dict[str, float] = {}  # post id -> when read, oldest first
         self.hits = 0
         self.misses = 0
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._features)
 
     def invalidate(self, post_ids: Iterable[str]) -> None:
         for post_id in post_ids:
-            self._rows.pop(post_id, None)
+            self._features.pop(post_id, None)
+            self._read_at.pop(post_id, None)
+
+    def _drop_oldest(self) -> None:
+        oldest = next(iter(self._read_at))
+        del self._read_at[oldest]
+        del self._features[oldest]
+
+    def _expire(self) -> None:
+        read_at, cutoff = self._read_at, self.clock() - self.ttl_s
+        while read_at and read_at[next(iter(read_at))] < cutoff:
+            self._drop_oldest()
 
     async def _read(self, post_id: str) -> Patch:
         async with self._limit:
             annotations = await self.store.get(post_id)
         features = features_of(annotations, self.producer)
         if self.size:
-            rows = self._rows
-            rows[post_id] = (self.clock(), features)
-            if len(rows) > self.size:
-                del rows[next(iter(rows))]
+            self._read_at.pop(post_id, None)  # to the newest end
+            self._read_at[post_id] = self.clock()
+            self._features[post_id] = features
+            if len(self._features) > self.size:
+                self._drop_oldest()
         return features
 
     async def get_many(self, post_ids: Sequence[str]) -> list[Patch]:
         """Features of each post, in order; misses read concurrently from the store."""
-        rows, oldest = self._rows, self.clock() - self.ttl_s
-        out: list[Patch | None] = []
+        self._expire()
+        out: list[Patch | None] = list(map(self._features.get, post_ids))
         missing: dict[str, list[int]] = {}
-        for i, post_id in enumerate(post_ids):
-            row = rows.get(post_id)
-            if row is not None and row[0] >= oldest:
-                out.append(row[1])
-            else:
-                out.append(None)
-                missing.setdefault(post_id, []).append(i)
+        if None in out:
+            for i, features in enumerate(out):
+                if features is None:
+                    missing.setdefault(post_ids[i], []).append(i)
         self.hits += len(post_ids) - len(missing)
         self.misses += len(missing)
         if missing:

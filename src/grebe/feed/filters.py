@@ -1,17 +1,25 @@
 """Filters of the home timeline. Each removes candidates for one reason, so the result
-says exactly why a post is missing."""
+says exactly why a post is missing.
+
+Each works on a list of candidates or on a candidate frame (grebe.feed.frame): it reads
+the columns it needs and returns the same kind it was given, so a frame's rows are
+never built to be filtered."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from grebe.feed.candidates import FeedCandidate, HomeQuery
+from grebe.feed.frame import CandidateFrame, column
 from grebe.feed.settings import FeedSettings
 
-Split = tuple[list[FeedCandidate], list[FeedCandidate]]
+Split = tuple[Sequence[FeedCandidate], Sequence[FeedCandidate]]
 
 
-def _split(candidates: list[FeedCandidate], drop: list[bool]) -> Split:
+def _split(candidates: Sequence[FeedCandidate], drop: list[bool]) -> Split:
+    if isinstance(candidates, CandidateFrame):
+        return candidates.split(drop)
     kept: list[FeedCandidate] = []
     removed: list[FeedCandidate] = []
     keep, remove = kept.append, removed.append
@@ -26,11 +34,12 @@ class DuplicateFilter:
 
     name = "duplicate"
 
-    async def filter(self, query: HomeQuery, candidates: list[FeedCandidate]) -> Split:
+    async def filter(self, query: HomeQuery, candidates: Sequence[FeedCandidate]) -> Split:
         seen: set[str] = set()
         drop = []
-        for c in candidates:
-            content = c.source_post_id or c.post_id  # c.content_id, without the call
+        for source, post in zip(column(candidates, "source_post_id"),
+                                column(candidates, "post_id"), strict=True):
+            content = source or post  # c.content_id, without the call
             drop.append(content in seen)
             seen.add(content)
         return _split(candidates, drop)
@@ -41,19 +50,23 @@ class SeenFilter:
 
     name = "seen"
 
-    async def filter(self, query: HomeQuery, candidates: list[FeedCandidate]) -> Split:
+    async def filter(self, query: HomeQuery, candidates: Sequence[FeedCandidate]) -> Split:
         seen = query.seen.union(query.engaged)
-        return _split(candidates, [c.post_id in seen or c.source_post_id in seen
-                                   for c in candidates])
+        return _split(candidates, [post in seen or source in seen for post, source in zip(
+            column(candidates, "post_id"), column(candidates, "source_post_id"),
+            strict=True)])
 
 
 class MutedAuthorFilter:
     name = "muted_author"
 
-    async def filter(self, query: HomeQuery, candidates: list[FeedCandidate]) -> Split:
+    async def filter(self, query: HomeQuery, candidates: Sequence[FeedCandidate]) -> Split:
         muted = query.muted
-        return _split(candidates, [c.author_id in muted or c.source_author_id in muted
-                                   for c in candidates])
+        if not muted:
+            return _split(candidates, [False] * len(candidates))
+        return _split(candidates, [author in muted or source in muted for author, source in zip(
+            column(candidates, "author_id"), column(candidates, "source_author_id"),
+            strict=True)])
 
 
 class SafetyFilter:
@@ -64,9 +77,13 @@ class SafetyFilter:
     def __init__(self, settings: FeedSettings) -> None:
         self.settings = settings
 
-    async def filter(self, query: HomeQuery, candidates: list[FeedCandidate]) -> Split:
+    async def filter(self, query: HomeQuery, candidates: Sequence[FeedCandidate]) -> Split:
         blocked = self.settings.blocked_labels(query.safety_level)
-        return _split(candidates, [not blocked.isdisjoint(c.labels) for c in candidates])
+        if not blocked:
+            return _split(candidates, [False] * len(candidates))
+        disjoint = blocked.isdisjoint
+        return _split(candidates, [not disjoint(labels)
+                                   for labels in column(candidates, "labels")])
 
 
 class GoneFilter:
@@ -77,7 +94,7 @@ class GoneFilter:
     def __init__(self, posts: DeletedPosts) -> None:
         self.posts = posts
 
-    async def filter(self, query: HomeQuery, candidates: list[FeedCandidate]) -> Split:
+    async def filter(self, query: HomeQuery, candidates: Sequence[FeedCandidate]) -> Split:
         is_deleted = self.posts.is_deleted
         return _split(candidates, [is_deleted(c.post_id) or is_deleted(c.content_id)
                                    for c in candidates])
@@ -85,3 +102,4 @@ class GoneFilter:
 
 class DeletedPosts(Protocol):
     def is_deleted(self, post_id: str) -> bool: ...
+

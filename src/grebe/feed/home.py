@@ -171,7 +171,8 @@ def build_home_pipeline(
     pipeline: CandidatePipeline[HomeQuery, FeedCandidate] = CandidatePipeline(
         query_hydrators=[
             ViewerHydrator(viewers),
-            InterestHydrator(viewers, store, embedder, AuthoredPosts(thunder_store), settings),
+            InterestHydrator(viewers, store, embedder, AuthoredPosts(thunder_store), settings,
+                             features),
         ],
         sources=[InNetworkSource(thunder, settings),
                  SimilarPostsSource(index, thunder_store, settings)],

@@ -23,6 +23,13 @@ no interests). Every log line carries the query's `request_id` (when it has one)
 each component's time and failures are recorded per request (`PipelineResult.timings`)
 and, given `PipelineMetrics`, in Prometheus.
 
+Candidates may travel as columns: when every source returns a `CandidateFrame`
+(grebe.feed.frame), the pipeline joins them into one frame, writes hydrators' and
+scorers' columns into it, and filters and the selector hand back frames (views of the
+same rows); objects are built only for the rows looked at (the selected page, the
+removed posts, `retrieved` when iterated). Components that work on lists keep working
+on lists.
+
 The selector is split as in the specification: `score(candidate)`, `sort(candidates)`,
 `size(query)`; `ScoreSelector` sorts by score with NaN scores last (a NaN compares
 false with everything, so a plain sort would leave the order arbitrary).
@@ -41,6 +48,8 @@ from typing import Any, Generic, Protocol, TypeVar
 import msgspec
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from grebe.feed.frame import CandidateFrame
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +90,7 @@ R = TypeVar("R")
 Patch = Mapping[str, Any]
 
 
-class Columns(dict[str, Sequence[Any]]):
+class Columns(dict[str, Sequence[Any] | np.ndarray]):
     """A columnar patch: attribute -> one value per candidate, in candidate order
     (lists or 1-d arrays). Every column must be as long as the candidates."""
 
@@ -118,7 +127,8 @@ class Filter(Protocol[Q_contra, C]):
 
     name: str
 
-    async def filter(self, query: Q_contra, candidates: list[C]) -> tuple[list[C], list[C]]: ...
+    async def filter(self, query: Q_contra, candidates: Sequence[C]
+                     ) -> tuple[Sequence[C], Sequence[C]]: ...
 
 
 class Scorer(Protocol[Q_contra, C_contra]):
@@ -133,7 +143,7 @@ class Scorer(Protocol[Q_contra, C_contra]):
 class Selector(Protocol[Q_contra, C]):
     name: str
 
-    async def select(self, query: Q_contra, candidates: list[C]) -> list[C]: ...
+    async def select(self, query: Q_contra, candidates: Sequence[C]) -> Sequence[C]: ...
 
 
 class ScoreSelector(Generic[Q, C]):
@@ -174,6 +184,11 @@ class ScoreSelector(Generic[Q, C]):
         `sort` on the shortlist equals the head of `sort` on all of them."""
         values = np.fromiter((self.score(c) for c in candidates), dtype=np.float64,
                              count=len(candidates))
+        return [candidates[i] for i in self._best(values, limit).tolist()]
+
+    def _best(self, values: np.ndarray, limit: int) -> np.ndarray:
+        """Positions of the values that can make the top `limit` (see `shortlist`)."""
+        values = values.astype(np.float64)  # a copy: NaNs are replaced below
         nan = np.isnan(values)
         values[nan] = -np.inf
         cut = len(values) - limit
@@ -183,13 +198,21 @@ class ScoreSelector(Generic[Q, C]):
         if dropped_nan:
             self.nan_scores += dropped_nan
             log.warning("selector %s: %d NaN scores; ranked last", self.name, dropped_nan)
-        return [candidates[i] for i in np.flatnonzero(keep).tolist()]
+        return np.flatnonzero(keep)
 
-    async def select(self, query: Q, candidates: list[C]) -> list[C]:
+    async def select(self, query: Q, candidates: Sequence[C]) -> list[C]:
         limit = self.size(query)
-        if limit is not None and 0 < limit < len(candidates):
-            candidates = self.shortlist(candidates, limit)
-        ranked = self.sort(candidates)
+        if isinstance(candidates, CandidateFrame):
+            # Columns: the shortlist from the score column, objects for it alone.
+            if limit is not None and 0 < limit < len(candidates) \
+                    and candidates.has("score") \
+                    and type(self).score is ScoreSelector.score:
+                candidates = candidates.take(
+                    self._best(candidates.column("score"), limit))
+            candidates = list(candidates)
+        elif limit is not None and 0 < limit < len(candidates):
+            candidates = self.shortlist(list(candidates), limit)
+        ranked = self.sort(list(candidates))
         return ranked if limit is None else ranked[:limit]
 
 
@@ -209,7 +232,8 @@ class Filtered(msgspec.Struct, Generic[C]):
 
 class PipelineResult(msgspec.Struct, Generic[Q, C], kw_only=True):
     query: Q
-    retrieved: list[C]
+    #: Every candidate the sources returned (a CandidateFrame when they gave columns).
+    retrieved: Sequence[C]
     filtered: list[Filtered[C]]
     selected: list[C]
     #: component name -> what went wrong with it (it was skipped)
@@ -234,6 +258,15 @@ def apply_patch(target: Any, patch: Patch) -> None:
 
 def apply_patches(candidates: Sequence[Any], patches: Patches) -> None:
     """Apply aligned patches (checked by the caller) to the candidates."""
+    if isinstance(candidates, CandidateFrame):
+        if isinstance(patches, Columns):
+            for key, values in patches.items():
+                candidates.set(key, values)
+            return
+        for key in {key for patch in patches for key in patch}:  # patches per row
+            have = [i for i, patch in enumerate(patches) if key in patch]
+            candidates.take(have).set(key, [patches[i][key] for i in have])
+        return
     if isinstance(patches, Columns):
         for key, values in patches.items():
             for candidate, value in zip(candidates, values, strict=True):
@@ -335,12 +368,13 @@ class CandidatePipeline(Generic[Q, C]):
         sources = self._on("source", self.sources, query)
         fetched = await self._gather(
             "source", [(s.name, partial(s.fetch, query)) for s in sources], run)
-        retrieved: list[C] = [c for batch in fetched if batch is not None for c in batch]
+        retrieved = joined(fetched)
         if self.metrics is not None:
             for source, batch in zip(sources, fetched, strict=True):
                 self.metrics.candidates.labels(source.name).observe(len(batch or ()))
 
-        candidates = list(retrieved)
+        candidates: Sequence[C] = retrieved if isinstance(retrieved, CandidateFrame) \
+            else list(retrieved)
         await self._hydrate("hydrator", self.hydrators, query, candidates, run)
         filtered: list[Filtered[C]] = []
         filters_run: list[str] = []
@@ -358,11 +392,12 @@ class CandidatePipeline(Generic[Q, C]):
             partial(self.selector.select, query, candidates), run)
         if selected is None:
             selected = candidates  # a broken selector must not empty the feed
+        selected = list(selected)  # the page: objects from here on
         await self._hydrate("post_selection_hydrator", self.post_selection_hydrators,
                             query, selected, run)
-        selected = await self._filter(
+        selected = list(await self._filter(
             "post_selection_filter", self.post_selection_filters, query, selected,
-            filtered, filters_run, run)
+            filtered, filters_run, run))
 
         result = PipelineResult(
             query=query, retrieved=retrieved, filtered=filtered, selected=selected,
@@ -447,7 +482,7 @@ class CandidatePipeline(Generic[Q, C]):
 
     async def _hydrate(
         self, stage: str, hydrators: Sequence[Hydrator[Q, C]], query: Q,
-        candidates: list[C], run: _Run,
+        candidates: Sequence[C], run: _Run,
     ) -> None:
         hydrators = self._on(stage, hydrators, query)
         if not hydrators or not candidates:
@@ -460,9 +495,9 @@ class CandidatePipeline(Generic[Q, C]):
                 apply_patches(candidates, patches)
 
     async def _filter(
-        self, stage: str, filters: Sequence[Filter[Q, C]], query: Q, candidates: list[C],
+        self, stage: str, filters: Sequence[Filter[Q, C]], query: Q, candidates: Sequence[C],
         filtered: list[Filtered[C]], filters_run: list[str], run: _Run,
-    ) -> list[C]:
+    ) -> Sequence[C]:
         for flt in self._on(stage, filters, query):
             split = await self._call(
                 stage, flt.name, partial(flt.filter, query, candidates), run)
@@ -475,5 +510,14 @@ class CandidatePipeline(Generic[Q, C]):
                 continue
             filtered.extend(Filtered(candidate=c, filter=flt.name) for c in removed)
             filters_run.append(flt.name)
-            candidates = list(kept)
+            candidates = kept if isinstance(kept, CandidateFrame) else list(kept)
         return candidates
+
+
+def joined(batches: Sequence[Sequence[C] | None]) -> Sequence[C]:
+    """The sources' candidates in order: one frame when every source gave a frame (and
+    at least one did), else one list (a frame's rows built)."""
+    present = [b for b in batches if b is not None]
+    if present and all(isinstance(b, CandidateFrame) for b in present):
+        return CandidateFrame.concat(present)  # type: ignore[arg-type]
+    return [c for batch in present for c in batch]

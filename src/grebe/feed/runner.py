@@ -67,6 +67,7 @@ async def serve_http(config: GrebeConfig, viewers_file: Path | None = None) -> N
     """Serve GET /home/{user_id} until SIGINT/SIGTERM (uvicorn handles the signals)."""
     import uvicorn
 
+    from grebe.core.engine_process import tune_gc
     from grebe.feed.http import build_feed_app
     from grebe.security.keys import KeyStore
     from grebe.security.server import require_keys_beyond_loopback, uvicorn_config
@@ -75,6 +76,10 @@ async def serve_http(config: GrebeConfig, viewers_file: Path | None = None) -> N
     keys = KeyStore.from_config(config.auth)
     require_keys_beyond_loopback(settings.http_host, keys, "feed.http_host")
     async with feed_from_config(config, viewers_file) as feed:
+        # What is loaded now lives as long as the server; a request allocates thousands
+        # of short-lived objects, which the default thresholds collect in many passes
+        # (~1.3 ms of a ~15 ms home request, docs/benchmarks.md).
+        tune_gc()
         server = uvicorn.Server(uvicorn_config(
             build_feed_app(feed, keys), settings.http, host=settings.http_host,
             port=settings.http_port, log_level="info",

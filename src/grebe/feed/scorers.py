@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
 from grebe.feed.candidates import FeedCandidate, HomeQuery
+from grebe.feed.frame import CandidateFrame, column, numbers
 from grebe.feed.pipeline import Columns
 from grebe.feed.settings import FeedSettings
 
 SIGNALS = ("interest", "recency", "quality", "engagement", "in_network")
-_EMBEDDING = attrgetter("embedding")
-_CREATED_AT = attrgetter("created_at")
-_IN_NETWORK = attrgetter("in_network")
+
+
+def _similarities(candidates: Sequence[FeedCandidate]) -> np.ndarray:
+    """The similarity each source measured, 0 where none (NaN in a frame's column)."""
+    values = column(candidates, "similarity")
+    if isinstance(values, np.ndarray) and values.dtype != object:
+        return np.nan_to_num(values.astype(np.float64), nan=0.0)
+    return np.fromiter((v or 0.0 for v in values), dtype=np.float64, count=len(values))
 
 
 def _joined(embeddings: list[Any], dim: int) -> np.ndarray | None:
@@ -66,15 +71,14 @@ class WeightedScorer:
 
     def interest(self, query: HomeQuery, candidates: Sequence[FeedCandidate]) -> np.ndarray:
         """One matrix product: the candidates' embeddings against every interest vector."""
-        known = np.fromiter((c.similarity or 0.0 for c in candidates), dtype=np.float64,
-                            count=len(candidates))
+        known = _similarities(candidates)
         vectors = query.interest_vectors or (
             [query.interest_vector] if query.interest_vector is not None else [])
         if not vectors or not candidates:
             return np.clip(known, 0.0, 1.0)
         interests = np.asarray(vectors, dtype=np.float32)
         dim = interests.shape[1]
-        embeddings = list(map(_EMBEDDING, candidates))
+        embeddings = list(column(candidates, "embedding"))
         matrix = _joined(embeddings, dim)
         if matrix is not None:  # the usual case: every candidate has an embedding
             known[:] = _best_cosine(matrix, interests)
@@ -92,16 +96,16 @@ class WeightedScorer:
         quality_key, engagement_key = s.quality_score_key, s.engagement_score_key
         default_quality = s.quality_default
         n = len(candidates)
-        ages = np.maximum(0.0, query.now - np.fromiter(
-            map(_CREATED_AT, candidates), dtype=np.float64, count=n))
+        ages = np.maximum(0.0, query.now - numbers(candidates, "created_at"))
+        scores = column(candidates, "scores")
         return np.stack([
             interest,
             np.power(0.5, ages / s.recency_half_life_s),
-            np.fromiter((c.scores.get(quality_key, default_quality) for c in candidates),
-                        dtype=np.float64, count=n),
-            np.fromiter((c.scores.get(engagement_key, 0.0) for c in candidates),
-                        dtype=np.float64, count=n),
-            np.fromiter(map(_IN_NETWORK, candidates), dtype=np.float64, count=n),
+            np.array([sc.get(quality_key, default_quality) for sc in scores],
+                     dtype=np.float64).reshape(n),
+            np.array([sc.get(engagement_key, 0.0) for sc in scores],
+                     dtype=np.float64).reshape(n),
+            numbers(candidates, "in_network"),
         ], axis=1)
 
     def weights(self) -> np.ndarray:
@@ -116,6 +120,8 @@ class WeightedScorer:
             return Columns(score=[], similarity=[])
         interest = self.interest(query, candidates)
         totals = (self.signals(query, candidates, interest) * self.weights()).sum(axis=1)
+        if isinstance(candidates, CandidateFrame):  # arrays stay arrays in a frame
+            return Columns(score=totals, similarity=interest)
         return Columns(score=totals.tolist(), similarity=interest.tolist())
 
     def explain_signals(self, query: HomeQuery, served: Sequence[FeedCandidate]) -> None:
@@ -153,14 +159,17 @@ class AuthorDiversityScorer:
                     ) -> Columns:
         decay, floor = self.settings.author_diversity_decay, self.settings.author_diversity_floor
         n = len(candidates)
-        scores = np.fromiter((c.score for c in candidates), dtype=np.float64, count=n)
+        scores = numbers(candidates, "score").copy()
         order = np.argsort(-scores, kind="stable").tolist()
+        authors = column(candidates, "author_id")
         counts: dict[str, int] = {}
         nth = np.zeros(n)
         for i in order:
-            author = candidates[i].author_id
+            author = authors[i]
             k = counts.get(author, 0)
             counts[author] = k + 1
             nth[i] = k
         factors = np.maximum(floor, np.power(decay, nth))
+        if isinstance(candidates, CandidateFrame):
+            return Columns(score=scores * factors, diversity=factors)
         return Columns(score=(scores * factors).tolist(), diversity=factors.tolist())

@@ -40,9 +40,13 @@ class FeedSettings(Section):
     #: seen the close ones), less similar posts down to this fill the rest: they rank
     #: lower, but the feed does not run dry.
     backfill_min_similarity: float = Field(default=-1.0, ge=-1.0, le=1.0)
-    #: Out-of-network retrieval searches near the interest mean and near each of the
-    #: newest this-many engaged posts, so a viewer with two interests finds both.
-    interest_queries: int = Field(default=8, ge=0)
+    #: Out-of-network retrieval groups the viewer's interest vectors (engaged, authored,
+    #: stated; newest first) by similarity and searches near each group's centre, at
+    #: most this many groups (vectors beyond them are left to the ranker), so a viewer
+    #: with two interests finds both; 0: the interest mean alone.
+    interest_queries: int = Field(default=3, ge=0)
+    #: A vector joins a group whose centre it has at least this cosine with.
+    interest_group_similarity: float = Field(default=0.5, ge=-1.0, le=1.0)
     weights: ScoreWeights = ScoreWeights()
     recency_half_life_s: float = Field(default=6 * 3600.0, gt=0)
     #: The n-th post of an author in one feed is multiplied by decay**n (never below floor).

@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import chain
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Protocol
 
+import numpy as np
+
 from grebe.feed.ann import PostANNIndex
-from grebe.feed.candidates import FeedCandidate, HomeQuery
+from grebe.feed.candidates import FeedCandidate, HomeQuery, assign_candidate, candidate_row
+from grebe.feed.frame import CandidateFrame
 from grebe.feed.settings import FeedSettings
 from grebe.thunder.client import InNetworkPostsClient
 from grebe.thunder.store import InNetworkQuery, LightPost
@@ -30,6 +34,31 @@ def candidate(post: LightPost, *, in_network: bool, source: str,
     )
 
 
+#: The post attributes a candidate frame starts with (LightPost's names).
+POST_COLUMNS = ("post_id", "author_id", "created_at", "source_post_id", "source_author_id",
+                "in_reply_to_post_id")
+_POST_FIELDS = attrgetter(*POST_COLUMNS)
+
+
+def candidate_frame(posts: Sequence[LightPost], *, in_network: bool,
+                    sources: Sequence[str] | str,
+                    similarity: Sequence[float] | None = None
+                    ) -> CandidateFrame[FeedCandidate]:
+    """The posts as one candidate frame: what `candidate` builds per post, as columns
+    (one transposition in C instead of an object per post). `sources` is one name for
+    all or one per post; a missing similarity is NaN (None on the built candidate)."""
+    n = len(posts)
+    rows = list(zip(*map(_POST_FIELDS, posts), strict=True)) if n else [()] * 6
+    columns: dict[str, Sequence[object] | np.ndarray] = dict(zip(POST_COLUMNS, rows,
+                                                                  strict=True))
+    columns["created_at"] = np.fromiter(columns["created_at"], dtype=np.float64, count=n)
+    columns["in_network"] = np.full(n, in_network)
+    columns["source"] = [sources] * n if isinstance(sources, str) else sources
+    columns["similarity"] = np.full(n, np.nan) if similarity is None \
+        else np.asarray(similarity, dtype=np.float64)
+    return CandidateFrame.from_columns(columns, candidate_row, assign_candidate)
+
+
 class InNetworkSource:
     name = "thunder"
 
@@ -37,9 +66,9 @@ class InNetworkSource:
         self.client = client
         self.settings = settings
 
-    async def fetch(self, query: HomeQuery) -> list[FeedCandidate]:
+    async def fetch(self, query: HomeQuery) -> CandidateFrame[FeedCandidate]:
         if not query.following or not self.settings.in_network_max:
-            return []
+            return candidate_frame([], in_network=True, sources=self.name)
         result = await self.client.get_in_network_posts(InNetworkQuery(
             user_id=query.user_id,
             following_user_ids=query.following,
@@ -47,17 +76,26 @@ class InNetworkSource:
             max_results=self.settings.in_network_max,
             budget_s=self.settings.thunder_budget_ms / 1000.0,
         ))
-        return [candidate(p, in_network=True, source=self.name) for p in result.posts]
+        return candidate_frame(result.posts, in_network=True, sources=self.name)
 
 
 class SimilarPostsSource:
     """Posts near the viewer's interests from authors they do not follow.
 
-    It searches near the interest mean and near each of the newest `interest_queries`
-    interest vectors (a viewer into jazz and football finds both, where the mean may sit
-    between them), keeping each post's best cosine. Posts at or above `min_similarity`
-    come first; when fewer than `out_of_network_max` do (the viewer has seen the close
-    ones), less similar ones down to `backfill_min_similarity` fill the rest, tagged
+    It searches near the interest mean and, when the viewer's interest vectors fall in
+    several groups of similar ones, near the centre of each group (at most
+    `interest_queries` groups, `interest_centres`): a viewer into jazz and football
+    finds both, where the mean may sit between them; a viewer with one interest costs
+    one search. All in one batched call, each for an equal share of the neighbourhood
+    wanted, keeping each post's best cosine. A search costs about the same whatever its
+    depth up to a few hundred (it is memory-bound: each starts in a cold part of the
+    graph, docs/benchmarks.md), so the number of searches is what to keep small. Only
+    when the shares leave fewer than `out_of_network_max` posts is the interest mean
+    searched again at the full depth.
+
+    Posts at or above `min_similarity` come first; when fewer than `out_of_network_max`
+    do (the viewer has seen the close ones), less similar ones down to
+    `backfill_min_similarity` fill the rest, tagged
     `BACKFILL_SOURCE`, so the feed keeps filling."""
 
     name = "similar_posts"
@@ -70,24 +108,38 @@ class SimilarPostsSource:
     def enable(self, query: HomeQuery) -> bool:
         return query.interest_vector is not None and self.settings.out_of_network_max > 0
 
-    async def fetch(self, query: HomeQuery) -> list[FeedCandidate]:
+    async def fetch(self, query: HomeQuery) -> CandidateFrame[FeedCandidate]:
         s = self.settings
         k = s.out_of_network_max
         if query.interest_vector is None or not k:
-            return []
-        followed = set(query.following)
-        # Ask for more than k: followed authors' and the viewer's own posts are skipped.
+            return candidate_frame([], in_network=False, sources=self.name)
         exclude = query.seen.union(query.engaged)
-        extra = query.interest_vectors[: s.interest_queries]
-        # The mean's neighbourhood in full (a quarter more than k: followed authors'
-        # posts are skipped); each engaged post's in a share of it, all in one batched
-        # search (the search cost grows with the depth; seen posts are skipped by the
-        # index on top of it).
+        centres = interest_centres(query.interest_vectors, s.interest_group_similarity,
+                                   s.interest_queries)
+        mean = np.asarray([query.interest_vector], dtype=np.float32)
+        queries = np.concatenate([mean, centres]) if len(centres) > 1 else mean
+        # A quarter more than k in all (followed authors' posts are skipped; seen posts
+        # are skipped by the index on top of it), an equal share per query.
         depth = k + k // 4
-        found = [self.index.search(query.interest_vector, depth, exclude)]
-        if extra:
-            found += self.index.search_many(
-                extra, max(MIN_PER_QUERY, depth // (len(extra) + 1)), exclude)
+        share = max(MIN_PER_QUERY, -(-depth // len(queries)))
+        found = self.index.search_many(queries, share, exclude)
+        close, backfill = self._merge(query, found)
+        if len(close) + len(backfill) < k and share < depth \
+                and any(len(f) == share for f in found):  # there may be more
+            found.append(self.index.search(query.interest_vector, depth, exclude))
+            close, backfill = self._merge(query, found)
+        return candidate_frame(
+            [p for p, _ in chain(close, backfill)], in_network=False,
+            sources=[self.name] * len(close) + [BACKFILL_SOURCE] * len(backfill),
+            similarity=[sim for _, sim in chain(close, backfill)])
+
+    def _merge(self, query: HomeQuery, found: list[list[tuple[str, float]]]
+               ) -> tuple[list[tuple[LightPost, float]], list[tuple[LightPost, float]]]:
+        """(close, backfill): the posts found, each at its best similarity, most similar
+        first, up to `out_of_network_max`, without followed authors' or the viewer's."""
+        s = self.settings
+        k = s.out_of_network_max
+        followed = set(query.following)
         # Every (post id, similarity) found, most similar first, equal similarities in
         # id order: two sorts in C (the second is stable) instead of a merge into a dict
         # and a sort by a Python key. A post found by several searches is taken at its
@@ -96,26 +148,46 @@ class SimilarPostsSource:
         pairs.sort()
         pairs.sort(key=_SIMILARITY, reverse=True)
         taken: set[str] = set()
-        close: list[FeedCandidate] = []
-        backfill: list[FeedCandidate] = []
+        close: list[tuple[LightPost, float]] = []
+        backfill: list[tuple[LightPost, float]] = []
+        get = self.posts.get
         for post_id, similarity in pairs:
             if post_id in taken:
                 continue
             taken.add(post_id)
             if similarity < s.backfill_min_similarity or len(close) + len(backfill) == k:
                 break
-            post = self.posts.get(post_id)
+            post = get(post_id)
             if post is None or post.author_id in followed or post.author_id == query.user_id:
                 continue
-            if similarity >= s.min_similarity:
-                close.append(candidate(post, in_network=False, source=self.name,
-                                       similarity=similarity))
-            else:
-                backfill.append(candidate(post, in_network=False, source=BACKFILL_SOURCE,
-                                          similarity=similarity))
-        return close + backfill
+            (close if similarity >= s.min_similarity else backfill).append((post, similarity))
+        return close, backfill
+
+
+def interest_centres(vectors: Sequence[Sequence[float]], threshold: float,
+                     limit: int) -> np.ndarray:
+    """Unit centres of groups of similar vectors, at most `limit` groups: in order, each
+    vector joins the group whose centre it is closest to when that cosine reaches
+    `threshold`, else starts a group while there is room, else is left out (the
+    newest interests come first, so the oldest give way)."""
+    if not len(vectors) or limit <= 0:
+        return np.empty((0, 0), dtype=np.float32)
+    units = np.asarray(vectors, dtype=np.float64)
+    norms = np.linalg.norm(units, axis=1)
+    units = units[norms > 0] / norms[norms > 0, None]
+    sums: list[np.ndarray] = []
+    for unit in units:
+        if sums:
+            centres = np.array([v / np.linalg.norm(v) for v in sums])
+            best = int(np.argmax(np.einsum("ij,j->i", centres, unit)))
+            if float(centres[best] @ unit) >= threshold:
+                sums[best] = sums[best] + unit
+                continue
+        if len(sums) < limit:
+            sums.append(unit.copy())
+    return np.array([v / np.linalg.norm(v) for v in sums], dtype=np.float32)
 
 
 BACKFILL_SOURCE = "similar_posts_backfill"
-MIN_PER_QUERY = 20  # neighbours asked of each engaged post's search, at least
+MIN_PER_QUERY = 20  # neighbours asked of each query's search, at least
 _SIMILARITY = itemgetter(1)

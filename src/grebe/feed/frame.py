@@ -1,0 +1,221 @@
+"""Candidates as columns: one array per attribute instead of one object per candidate.
+
+A home request retrieves ~1,500 candidates and serves 50. Building a `FeedCandidate`
+costs 1.2-2 µs (docs/benchmarks.md), and every stage then reads and writes attributes
+one candidate at a time; with columns a source builds a handful of arrays, a filter
+keeps a boolean mask, a scorer writes an array, and objects are built only for the
+rows someone looks at: the served page and the posts filters removed.
+
+A `CandidateFrame` is a view (row positions) of a shared column store. Filters and the
+selector return views of the same store, and a column set on a view is written into
+the store at the view's rows, so every view, the retrieved one included, reads the
+values the later stages gave a row: the same as mutating shared objects, without the
+objects. Rows are built by the store's `make_row` from the columns set for that row
+(a column a row never got is left out, so the object's default applies), once per row:
+the served page and `retrieved` hand out the same objects.
+
+It is a read-only `Sequence` of rows, so code written for lists of candidates (tests,
+the CLI, the HTTP answer) keeps working; the pipeline and the home components use the
+columns (`column`, `set`, `take`, `split`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from numbers import Number
+from typing import Any, Generic, TypeVar, overload
+
+import numpy as np
+
+R = TypeVar("R")
+
+
+def as_column(values: Sequence[Any] | np.ndarray) -> np.ndarray:
+    """A 1-d array of `values`: numeric arrays as they are, numbers as a numeric array,
+    anything else (strings, lists, dicts, vectors, None) as an object array, one element
+    per value (np.asarray would turn equal-length lists into a 2-d array)."""
+    if isinstance(values, np.ndarray) and values.ndim == 1:
+        return values
+    n = len(values)
+    if n and isinstance(values[0], Number) and not isinstance(values[0], bool | np.bool_):
+        try:
+            array = np.asarray(values, dtype=np.float64)
+        except (TypeError, ValueError):
+            array = None
+        if array is not None and array.ndim == 1:
+            return array
+    return np.fromiter(values, dtype=object, count=n)
+
+
+class _Store(Generic[R]):
+    """The columns of every retrieved row, which rows have each column, built rows."""
+
+    __slots__ = ("assign", "columns", "has", "make_row", "n", "rows")
+
+    def __init__(self, columns: dict[str, np.ndarray], n: int,
+                 make_row: Callable[[dict[str, Any]], R],
+                 assign: Callable[[R, str, Any], None]) -> None:
+        self.columns = columns
+        self.n = n
+        self.has: dict[str, np.ndarray] = {}  # column -> rows set (absent: all rows)
+        self.make_row = make_row
+        self.assign = assign
+        self.rows: dict[int, R] = {}
+
+    def row(self, i: int) -> R:
+        built = self.rows.get(i)
+        if built is None:
+            values = {}
+            for name, column in self.columns.items():
+                has = self.has.get(name)
+                if has is None or has[i]:
+                    value = column[i]
+                    values[name] = value.item() if isinstance(value, np.generic) else value
+            built = self.rows[i] = self.make_row(values)
+        return built
+
+
+class CandidateFrame(Sequence[R]):
+    """Rows `rows` (None: all, in order) of a column store; see the module docstring."""
+
+    __slots__ = ("_rows", "_store")
+
+    def __init__(self, store: _Store[R], rows: np.ndarray | None = None) -> None:
+        self._store = store
+        self._rows = rows
+
+    @classmethod
+    def from_columns(cls, columns: Mapping[str, Sequence[Any] | np.ndarray],
+                     make_row: Callable[[dict[str, Any]], R],
+                     assign: Callable[[R, str, Any], None] = setattr) -> CandidateFrame[R]:
+        """A frame of these columns; `make_row` builds a row's object from its values,
+        `assign` sets one value on a row built already (setattr, or a converting one)."""
+        arrays = {name: as_column(values) for name, values in columns.items()}
+        lengths = {len(a) for a in arrays.values()}
+        if len(lengths) > 1:
+            raise ValueError(f"columns of different lengths {sorted(lengths)}")
+        return cls(_Store(arrays, lengths.pop() if lengths else 0, make_row, assign))
+
+    @classmethod
+    def concat(cls, frames: Sequence[CandidateFrame[R]]) -> CandidateFrame[R]:
+        """One frame of the frames' rows, in order (their columns must be the same)."""
+        if len(frames) == 1:
+            return frames[0]
+        names = list(frames[0].names())
+        if any(set(f.names()) != set(names) for f in frames):
+            raise ValueError("frames with different columns cannot be joined")
+        columns = {name: np.concatenate([f.column(name) for f in frames]) for name in names}
+        first = frames[0]._store
+        store = _Store(columns, sum(len(f) for f in frames), first.make_row, first.assign)
+        for name in names:  # which rows have a column set only on some rows
+            if any(name in f._store.has for f in frames):
+                store.has[name] = np.concatenate([f._has(name) for f in frames])
+        return cls(store)
+
+    def _has(self, name: str) -> np.ndarray:
+        """Whether each row of this frame has `name` set."""
+        has = self._store.has.get(name)
+        if has is None:
+            return np.ones(len(self), dtype=bool)
+        return has if self._rows is None else has[self._rows]
+
+    def names(self) -> list[str]:
+        return list(self._store.columns)
+
+    def __len__(self) -> int:
+        return self._store.n if self._rows is None else len(self._rows)
+
+    def positions(self) -> np.ndarray:
+        """The store rows this frame holds, in order."""
+        return np.arange(self._store.n) if self._rows is None else self._rows
+
+    def column(self, name: str) -> np.ndarray:
+        """The values of `name` for this frame's rows (KeyError if never set)."""
+        column = self._store.columns[name]
+        return column if self._rows is None else column[self._rows]
+
+    def has(self, name: str) -> bool:
+        """Whether every row of this frame has `name` set."""
+        if name not in self._store.columns:
+            return False
+        return bool(self._has(name).all())
+
+    def set(self, name: str, values: Sequence[Any] | np.ndarray) -> None:
+        """Give this frame's rows these values of `name` (in the shared store)."""
+        store = self._store
+        array = as_column(values)
+        if len(array) != len(self):
+            raise ValueError(f"{len(array)} values of {name!r} for {len(self)} rows")
+        rows = self._rows
+        if rows is None:
+            store.columns[name] = array
+            store.has.pop(name, None)
+        else:
+            column = store.columns.get(name)
+            if column is None or (column.dtype != array.dtype and column.dtype != object):
+                old = column
+                column = np.empty(store.n, dtype=array.dtype)
+                if old is not None:
+                    column[:] = old
+                if name not in store.has:
+                    store.has[name] = np.zeros(store.n, dtype=bool) if old is None else \
+                        np.ones(store.n, dtype=bool)
+                store.columns[name] = column
+            column[rows] = array
+            has = store.has.get(name)
+            if has is not None:
+                has[rows] = True
+        if store.rows:  # rows built before see the new values, as shared objects would
+            built = store.rows
+            for i, value in zip(self.positions().tolist(), array.tolist(), strict=True):
+                obj = built.get(i)
+                if obj is not None:
+                    store.assign(obj, name, value)
+
+    def take(self, indices: Sequence[int] | np.ndarray) -> CandidateFrame[R]:
+        """The rows at these positions of this frame, in that order."""
+        index = np.asarray(indices, dtype=np.intp)
+        return CandidateFrame(self._store, self.positions()[index])
+
+    def split(self, drop: Sequence[bool] | np.ndarray
+              ) -> tuple[CandidateFrame[R], CandidateFrame[R]]:
+        """(kept, removed) by a mask, each in this frame's order."""
+        mask = np.asarray(drop, dtype=bool)
+        if len(mask) != len(self):
+            raise ValueError(f"{len(mask)} flags for {len(self)} rows")
+        rows = self.positions()
+        return (CandidateFrame(self._store, rows[~mask]),
+                CandidateFrame(self._store, rows[mask]))
+
+    @overload
+    def __getitem__(self, index: int) -> R: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[R]: ...
+
+    def __getitem__(self, index: int | slice) -> R | list[R]:
+        positions = self.positions()
+        if isinstance(index, slice):
+            return [self._store.row(i) for i in positions[index].tolist()]
+        return self._store.row(int(positions[index]))
+
+    def __iter__(self) -> Iterator[R]:
+        row = self._store.row
+        return (row(i) for i in self.positions().tolist())
+
+
+def column(candidates: Sequence[Any], name: str) -> np.ndarray | list[Any]:
+    """One attribute of every candidate: the frame's column, or read off the objects
+    (also for a frame some of whose rows lack the column: their objects' defaults)."""
+    if isinstance(candidates, CandidateFrame) and candidates.has(name):
+        return candidates.column(name)
+    return [getattr(c, name) for c in candidates]
+
+
+def numbers(candidates: Sequence[Any], name: str) -> np.ndarray:
+    """One numeric attribute of every candidate as float64: a frame's numeric column as
+    it is (no Python float per row), else read off the objects."""
+    values = column(candidates, name)
+    if isinstance(values, np.ndarray) and values.dtype != object:
+        return values.astype(np.float64, copy=False)
+    return np.fromiter(values, dtype=np.float64, count=len(values))
