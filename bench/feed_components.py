@@ -32,8 +32,9 @@ import numpy as np
 
 from feed import FEED  # bench/feed.py: the same feed settings
 from grebe.feed.candidates import HomeQuery
+from grebe.feed.components import apply_patch, apply_patches
 from grebe.feed.home import build_home_pipeline
-from grebe.feed.pipeline import apply_patch, apply_patches, joined
+from grebe.feed.pipeline import joined
 from grebe.feed.viewers import MemoryViewerDirectory, Viewer
 from grebe.stores.sqlite import SqliteStore
 from grebe.thunder.events import PostCreate

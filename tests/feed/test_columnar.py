@@ -13,7 +13,8 @@ import msgspec
 import numpy as np
 
 from grebe.feed.ann import PostANNIndex
-from grebe.feed.pipeline import CandidatePipeline, Columns, ScoreSelector
+from grebe.feed.components import Columns, ScoreSelector
+from grebe.feed.pipeline import CandidatePipeline
 
 
 class Q(msgspec.Struct, kw_only=True):

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 from grebe.feed.candidates import FeedCandidate, HomeQuery
+from grebe.feed.components import Columns, apply_patches
 from grebe.feed.filters import DuplicateFilter, MutedAuthorFilter, SafetyFilter, SeenFilter
 from grebe.feed.frame import CandidateFrame, column
 from grebe.feed.home import TopKSelector
-from grebe.feed.pipeline import CandidatePipeline, Columns, apply_patches
+from grebe.feed.pipeline import CandidatePipeline
 from grebe.feed.scorers import AuthorDiversityScorer, WeightedScorer
 from grebe.feed.settings import FeedSettings
 from grebe.feed.sources import candidate, candidate_frame

@@ -9,7 +9,8 @@ from typing import Any
 
 import msgspec
 
-from grebe.feed.pipeline import CandidatePipeline, PipelineResult
+from grebe.feed.components import PipelineResult
+from grebe.feed.pipeline import CandidatePipeline
 
 
 class Q(msgspec.Struct, kw_only=True):

@@ -12,7 +12,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from grebe.feed.pipeline import CandidatePipeline, PipelineMetrics, ScoreSelector
+from grebe.feed.components import ScoreSelector
+from grebe.feed.pipeline import CandidatePipeline, PipelineMetrics
 
 
 class Q(msgspec.Struct, kw_only=True):

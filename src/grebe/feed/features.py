@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
+from grebe.feed.components import Patch
 from grebe.feed.indexing import embedding_of
-from grebe.feed.pipeline import Patch
 from grebe.stores.base import AnnotationStore
 from grebe.types import Annotation
 

@@ -22,6 +22,7 @@ from typing import Any
 from grebe.config import GrebeConfig
 from grebe.feed.ann import PostANNIndex
 from grebe.feed.candidates import FeedCandidate, HomeQuery
+from grebe.feed.components import PipelineResult, ScoreSelector
 from grebe.feed.features import FeatureCache
 from grebe.feed.filters import (
     DuplicateFilter,
@@ -32,7 +33,7 @@ from grebe.feed.filters import (
 )
 from grebe.feed.hydrators import AnnotationHydrator, AuthoredPosts, InterestHydrator, ViewerHydrator
 from grebe.feed.indexing import IndexingStore, backfill
-from grebe.feed.pipeline import CandidatePipeline, PipelineMetrics, PipelineResult, ScoreSelector
+from grebe.feed.pipeline import CandidatePipeline, PipelineMetrics
 from grebe.feed.scorers import AuthorDiversityScorer, WeightedScorer, contributions
 from grebe.feed.settings import FeedSettings
 from grebe.feed.sources import InNetworkSource, SimilarPostsSource

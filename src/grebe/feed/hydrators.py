@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 
 from grebe.feed.candidates import FeedCandidate, HomeQuery
+from grebe.feed.components import Columns, Patch
 from grebe.feed.features import FEATURES, FeatureCache
 from grebe.feed.frame import column
 from grebe.feed.indexing import embedding_of
-from grebe.feed.pipeline import Columns, Patch
 from grebe.feed.settings import FeedSettings
 from grebe.feed.viewers import ViewerDirectory
 from grebe.inference.base import Embedder

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from grebe.feed.candidates import FeedCandidate, HomeQuery
+from grebe.feed.components import Columns
 from grebe.feed.frame import CandidateFrame, column, numbers
-from grebe.feed.pipeline import Columns
 from grebe.feed.settings import FeedSettings
 
 SIGNALS = ("interest", "recency", "quality", "engagement", "in_network")
