@@ -20,6 +20,7 @@ import numpy as np
 from cachetools import TTLCache
 
 from grebe import constants as C
+from grebe.inference.turn_batch import TurnBatcher
 from grebe.stores.base import AnnotationStore
 from grebe.types import Post
 
@@ -162,6 +163,8 @@ class FlowServices:
     enforcement: Any = None  # grebe.flows.enforcement.EnforcementHistory (PTOS policy step)
     coordination: Any = None  # grebe.flows.coordination.CoordinationIndex (spam plans)
     records: Any = None  # grebe.flows.sinks.FlagRecords (OR-merged boolean metadata)
+    # the text heads' rows of one loop turn, scored together (grebe.flows.shared.head_probs)
+    head_turns: TurnBatcher[Any, Any] = field(default_factory=TurnBatcher)
 
     @property
     def heads(self) -> TextHeadScorer | None:
