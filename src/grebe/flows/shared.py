@@ -105,8 +105,8 @@ async def encoded(ctx: TaskContext, text: str) -> EncodedText:
 
 async def encoded_sentences(ctx: TaskContext, text: str) -> EncodedText:
     """`encoded(text)` with one part per sentence (`sentence_spans`, the first
-    SENTENCE_PARTS_MAX). An embedder
-    without token outputs pays an input per sentence, once per text."""
+    SENTENCE_PARTS_MAX). An embedder without token outputs pays an input per sentence,
+    once per text."""
     embedder = services_of(ctx).models.embedder
     if embedder.pools_parts:
         return await encoded(ctx, text)

@@ -219,6 +219,7 @@ class MiniLMEmbedder:
             self.batcher = None
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        batcher = self._batcher()
         if isinstance(texts, str):
             raise InferenceError("embed() takes a sequence of strings, not one string")
         if not texts:
@@ -226,7 +227,7 @@ class MiniLMEmbedder:
         bad = [i for i, t in enumerate(texts) if not isinstance(t, str)]
         if bad:
             raise InferenceError(f"embed() needs strings; items {bad[:5]} are not")
-        rows = await self._batcher().submit_many([(t, ()) for t in texts])
+        rows = await batcher.submit_many([(t, ()) for t in texts])
         return np.stack([row.vector for row in rows])
 
     @property
