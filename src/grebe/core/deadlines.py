@@ -29,8 +29,8 @@ runs, each payload in it is credited (n-k)/n of the elapsed time (`run_begin`/`r
 Without it two sequential model calls of a 64-text batch at 0.25 s a text (16 s each)
 outran the 30 s limit inside the batches (110 of 800 posts dead-lettered,
 docs/architecture.md). A call alone in its batch (k = n) earns nothing, so a hung model
-call still times out at its limit; a hung batch of n payloads ends after at most
-limit * n (or limit + WAIT_CREDIT_MAX_S).
+call still times out at its limit; in a hung batch a payload with k of its n items
+times out after limit * n / k, or limit + WAIT_CREDIT_MAX_S if that comes first.
 """
 
 from __future__ import annotations
