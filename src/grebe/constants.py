@@ -52,6 +52,10 @@ DEFAULT_TASK_TIMEOUT_S = 30.0
 # much in all: a model that never serves the queue still ends in a timeout.
 WAIT_CREDIT_MAX_S = 600.0
 DEFAULT_DRAIN_WINDOW_S = 20.0
+# Sentences of one text whose token sums an encoder pass keeps for a summary to rank
+# (grebe.flows.shared.encoded): bounds the memory one pathological text can hold in the
+# cross-post cache (a row of 384 floats per sentence).
+SENTENCE_PARTS_MAX = 32
 
 # Local broker (SQLite log) and SQLite store.
 DEFAULT_LOCAL_PARTITIONS = 4

@@ -3,7 +3,9 @@ shared model behind other payloads (issue 9: 36% dead-lettered on a busy host wi
 "embedding: TimeoutError: timed out after 30s")."""
 
 import asyncio
+import time
 
+from grebe.core.deadlines import WaitLedger
 from grebe.core.plan import Plan
 from grebe.core.planmaster import PlanMaster
 from grebe.inference.batcher import MicroBatcher
@@ -64,3 +66,67 @@ async def test_a_model_call_slower_than_the_limit_still_times_out() -> None:
     assert not result.success
     assert result.error == "p/embed: TimeoutError: timed out after 0.5s"
     assert not result.system_fault
+
+
+# Two sequential model calls per payload, 64 payloads per batch, at 0.25 s a text against
+# the 30 s default limit (docs/architecture.md, "Waiting is not running"), scaled by
+# SCALE so the test sleeps 1.6 s rather than 32 s: each batch computes for 64 texts'
+# time, so the two batches outrun the limit although each payload's own share is 1/64.
+SCALE = 1 / 20
+SECONDS_PER_TEXT = 0.25 * SCALE
+LIMIT_S = 30.0 * SCALE
+PAYLOADS = 64
+
+
+def _slow_per_text(items: list[str]) -> list[str]:
+    time.sleep(SECONDS_PER_TEXT * len(items))  # in the batcher's thread, as a real model
+    return [f"vec:{item}" for item in items]
+
+
+async def test_two_sequential_batched_calls_get_the_other_payloads_share_credited() -> None:
+    batcher = MicroBatcher(_slow_per_text, max_batch_size=PAYLOADS, max_wait_ms=50,
+                           name="test-batch-share")
+
+    async def embed_then_summary(ctx):
+        text = ctx.payload.post.text
+        await batcher.submit(text)
+        return await batcher.submit(f"summary of {text}")
+
+    master = PlanMaster([Plan("p", {"embed": embed_then_summary}, eligibility="e",
+                              task_timeout_s=LIMIT_S)])
+    await batcher.start()
+    try:
+        results = await asyncio.gather(*(master.run(_payload(i)) for i in range(PAYLOADS)))
+    finally:
+        await batcher.stop()
+    assert batcher.batches == 2  # the scenario: two full batches in sequence
+    assert [r.error for r in results] == [None] * PAYLOADS
+
+
+async def test_a_hung_call_alone_in_its_batch_still_times_out() -> None:
+    # A payload whose items fill the whole batch earns no share: its limit holds.
+    batcher = MicroBatcher(_slow_model, max_batch_size=PAYLOADS, max_wait_ms=0,
+                           name="test-hung-alone")
+
+    async def embed_many(ctx):
+        return await batcher.submit_many(["a", "b", "c"])
+
+    master = PlanMaster([Plan("p", {"embed": embed_many}, eligibility="e",
+                              task_timeout_s=0.5)])
+    await batcher.start()
+    try:
+        result = await master.run(_payload(0))
+    finally:
+        await batcher.stop()
+    assert result.error == "p/embed: TimeoutError: timed out after 0.5s"
+
+
+def test_the_ledger_credits_the_others_share_of_a_running_batch() -> None:
+    ledger = WaitLedger()
+    ledger.run_begin(0.75)  # 1 of 4 items is this payload's
+    time.sleep(0.2)
+    ledger.run_end(0.75)
+    assert 0.75 * 0.2 <= ledger.waited() < 0.75 * 0.2 + 0.1
+    before = ledger.waited()
+    time.sleep(0.05)
+    assert ledger.waited() == before  # nothing runs or waits: nothing is credited

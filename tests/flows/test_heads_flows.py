@@ -4,6 +4,7 @@ abstention per head, and PTOS word lists that need a second signal."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -223,3 +224,14 @@ async def test_insult_may_use_a_lower_offensive_bar_than_the_offensive_label() -
     assert out["post_safety"].labels == ["insult"]
     assert "head offensive (for insult) 0.90 >= 0.60 (policy)" in (
         out["post_safety"].reasons["insult"])
+
+
+async def test_posts_resumed_together_share_one_heads_call() -> None:
+    services = heads_services()
+    master = PlanMaster(registry.PLANS, services=services)
+    texts = [f"post number {i} about the weather" for i in range(8)]
+    results = await asyncio.gather(*(master.run_plans(payload(
+        t, eligibilities=TEXT_PLANS, post_id=f"p{i}")) for i, t in enumerate(texts)))
+    assert all(r.status == TaskStatus.SUCCESS for rs in results for r in rs)
+    assert services.models.heads.calls == 1  # one call per post before
+    assert services.head_turns.items == 8

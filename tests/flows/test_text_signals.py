@@ -45,3 +45,13 @@ def test_text_signals_bundle() -> None:
     sig = text_signals("FREE!!! http://a http://b", author_id="a", post_id="1", memory=memory,
                        shouting_min_letters=4, repetition_min_tokens=8)
     assert sig.links == 2 and sig.shouting == 1.0 and sig.duplicates == 0
+
+
+def test_sentence_spans_point_at_the_sentences_in_the_text() -> None:
+    from grebe.flows.text_signals import sentence_spans, sentences
+
+    text = "  Hi!!! ok\u00a0.  yes 🎉. \n\n no  "
+    spans = sentence_spans(text)
+    assert [text[a:b] for a, b in spans] == sentences(text) == ["Hi!!!", "ok\u00a0.", "yes 🎉.",
+                                                               "no"]
+    assert sentence_spans("") == sentence_spans(" \n ") == []

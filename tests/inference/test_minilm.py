@@ -104,3 +104,52 @@ async def test_onnx_threads_do_not_busy_wait_unless_configured() -> None:
 
     assert await spinning({}) == "0"
     assert await spinning({"minilm": {"intra_op_spinning": True}}) == "1"
+
+
+def test_parts_are_pooled_from_the_texts_own_pass(model: MiniLMModel) -> None:
+    text = "The team won the final 🎉. Fans sang all night!\nMy cat ignored it."
+    sentences = ["The team won the final 🎉.", "Fans sang all night!", "My cat ignored it."]
+    spans = [(text.index(s), text.index(s) + len(s)) for s in sentences]
+    (encoded,) = model.encode_parts([(text, spans)])
+    np.testing.assert_allclose(encoded.vector, model.encode([text])[0], atol=1e-5)
+    # Every token of the text is in a part or the frame (CLS, SEP): all parts = the text.
+    np.testing.assert_allclose(encoded.pooled([0, 1, 2]), encoded.vector, atol=1e-5)
+    assert encoded.part_tokens.tolist() == [
+        len(model.tokenizer.encode(text[a:b]).ids) - 2 for a, b in spans]
+    # A sentence read in context stays close to the sentence encoded alone.
+    alone = model.encode([text[a:b] for a, b in spans])
+    # (0.89, 0.78, 0.76 here: a sentence in context carries some of its neighbours)
+    assert all(float(encoded.part_vectors()[i] @ alone[i]) > 0.7 for i in range(3))
+
+
+def test_parts_cut_off_by_truncation_have_no_tokens(model: MiniLMModel) -> None:
+    text = "word " * 400 + ". Last sentence here."
+    end = len(text)
+    (encoded,) = model.encode_parts([(text, [(0, 2000), (2002, end)])])
+    assert encoded.part_tokens[0] > 0 and encoded.part_tokens[1] == 0
+    assert not encoded.part_vectors()[1].any()
+
+
+async def test_embed_parts_shares_batches_with_embed() -> None:
+    embedder = MiniLMEmbedder(intra_op_threads=1, max_wait_ms=50)
+    await embedder.start()
+    try:
+        text = "First sentence. Second one."
+        plain, parts = await asyncio.gather(
+            embedder.embed(["hello world"]), embedder.embed_parts(text, [(0, 15), (16, 27)]))
+        assert embedder.batcher is not None and embedder.batcher.batches == 1
+        assert plain.shape == (1, 384) and parts.part_sums.shape == (2, 384)
+    finally:
+        await embedder.stop()
+
+
+async def test_an_encoder_without_token_vectors_embeds_each_part() -> None:
+    from grebe.inference.base import encode_parts_separately
+    from grebe.inference.fakes import HashEmbedder
+
+    embedder = HashEmbedder()
+    text = "one two. three"
+    encoded = await encode_parts_separately(embedder, text, [(0, 8), (9, 14)])
+    np.testing.assert_allclose(encoded.vector, (await embedder.embed([text]))[0])
+    np.testing.assert_allclose(encoded.part_vectors(), await embedder.embed(["one two.", "three"]))
+    assert embedder.calls == 3  # one call for the text and its parts, then the two checks

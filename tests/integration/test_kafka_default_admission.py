@@ -193,9 +193,8 @@ async def test_an_overloaded_model_dead_letters_nothing(
     """The same with the embedder slowed to 0.15 s per text (slow_model_plans), a model
     ~30x slower than MiniLM here: an overloaded model on default settings dead-letters
     nothing. (At 0.25 s per text, with the pre-heads flows, this dead-lettered 36% with
-    "embedding: TimeoutError: timed out after 30s" before waits were credited; with the
-    heads' second model call in sequence, 0.25 s still outruns the limit inside the
-    batches — see slow_model_plans.)"""
+    "embedding: TimeoutError: timed out after 30s" before waits were credited; with
+    GREBE_SLOW_MODEL_S=0.25 it now dead-letters 0 of 800 — see slow_model_plans.)"""
     path = os.pathsep.join(p for p in (HERE, os.environ.get("PYTHONPATH", "")) if p)
     await _evidence(kafka_bootstrap, topics, tmp_path, OVERLOAD_POSTS,
                     "slow_model_plans:build_bundle", {"PYTHONPATH": path})

@@ -20,6 +20,7 @@ import numpy as np
 from cachetools import TTLCache
 
 from grebe import constants as C
+from grebe.inference.turn_batch import TurnBatcher
 from grebe.stores.base import AnnotationStore
 from grebe.types import Post
 
@@ -163,6 +164,8 @@ class FlowServices:
     # What the flows contribute (`Flow.services`), by key: PTOS's enforcement history,
     # spam's coordination index, a new flow's own state.
     contributed: dict[str, Any] = field(default_factory=dict)
+    # the text heads' rows of one loop turn, scored together (grebe.flows.shared.head_probs)
+    head_turns: TurnBatcher[Any, Any] = field(default_factory=TurnBatcher)
 
     def contribution(self, key: str) -> Any:
         """The service a flow contributed under `key`; None when none did (services

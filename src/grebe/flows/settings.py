@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from grebe.config import validation_problems
+from grebe.constants import SENTENCE_PARTS_MAX
 from grebe.errors import ConfigError
 
 PostType = Literal["original", "reply"]
@@ -255,7 +256,8 @@ class ReplySettings(PlanSettings):
 
 class EmbeddingSettings(PlanSettings):
     summary_sentences: int = Field(default=2, ge=1)
-    max_sentences: int = Field(default=10, ge=1)  # longer texts: only the first ones rank
+    # longer texts: only the first ones rank (at most the sentences a pass keeps)
+    max_sentences: int = Field(default=10, ge=1, le=SENTENCE_PARTS_MAX)
     max_part_chars: int = Field(default=2000, ge=1)  # of OCR text and transcript each
 
 

@@ -12,13 +12,23 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from grebe.constants import SENTENCE_PARTS_MAX
 from grebe.core.task import SkipTask, TaskContext, TaskSpec
 from grebe.flows import modes
-from grebe.flows.services import FlowServices, MediaFacts, MediaHydrator, first
+from grebe.flows.services import (
+    FlowServices,
+    MediaFacts,
+    MediaHydrator,
+    TextHeadScorer,
+    first,
+)
+from grebe.flows.text_signals import sentence_spans
+from grebe.inference.base import EncodedText
 from grebe.inference.lazy import ensure_ready
 from grebe.types import Annotation, Post
 
@@ -29,6 +39,7 @@ T = TypeVar("T")
 
 # Memo/cache key prefixes (one place, so two tasks never collide by accident).
 KEY_EMBED = "emb"
+KEY_SENTENCES = "sentences"
 KEY_OFFENSIVE = "offensive"
 KEY_HATE = "hate"
 KEY_MEDIA = "media"
@@ -76,15 +87,40 @@ async def shared(ctx: TaskContext, key: str, factory: Callable[[], Awaitable[T]]
 
 # --- content helpers (used by many flows' model steps) ---
 
-async def embed(ctx: TaskContext, text: str) -> np.ndarray:
-    """One L2-normalised embedding of `text`, computed once per distinct text."""
-    services = services_of(ctx)
-    ctx.output.model_versions["embedder"] = services.models.embedder.name
+async def encoded(ctx: TaskContext, text: str) -> EncodedText:
+    """The one encoder pass of `text`, computed once per distinct text. When the
+    embedder pools parts from its own pass (MiniLM), the pass also sums each sentence's
+    tokens, so a summary of this text (grebe.flows.embeddings) ranks and embeds its
+    sentences without encoding them again: whichever plan encodes the text first serves
+    the heads and the summary alike."""
+    embedder = services_of(ctx).models.embedder
+    ctx.output.model_versions["embedder"] = embedder.name
 
-    async def compute() -> np.ndarray:
-        return (await services.models.embedder.embed([text]))[0]
+    async def compute() -> EncodedText:
+        spans = sentence_spans(text)[:SENTENCE_PARTS_MAX] if embedder.pools_parts else []
+        return await embedder.embed_parts(text, spans if len(spans) > 1 else ())
 
     return await shared(ctx, f"{KEY_EMBED}:{digest(text)}", compute)
+
+
+async def encoded_sentences(ctx: TaskContext, text: str) -> EncodedText:
+    """`encoded(text)` with one part per sentence (`sentence_spans`, the first
+    SENTENCE_PARTS_MAX). An embedder without token outputs pays an input per sentence,
+    once per text."""
+    embedder = services_of(ctx).models.embedder
+    if embedder.pools_parts:
+        return await encoded(ctx, text)
+    ctx.output.model_versions["embedder"] = embedder.name
+
+    async def compute() -> EncodedText:
+        return await embedder.embed_parts(text, sentence_spans(text)[:SENTENCE_PARTS_MAX])
+
+    return await shared(ctx, f"{KEY_SENTENCES}:{digest(text)}", compute)
+
+
+async def embed(ctx: TaskContext, text: str) -> np.ndarray:
+    """One L2-normalised embedding of `text`, computed once per distinct text."""
+    return (await encoded(ctx, text)).vector
 
 
 def _head_p(probs: dict[str, dict[str, float]], head: str, cls: str) -> float | None:
@@ -151,11 +187,21 @@ async def head_probs(ctx: TaskContext, text: str) -> dict[str, dict[str, float]]
     ctx.output.model_versions["heads"] = heads.version
 
     async def compute() -> dict[str, dict[str, float]]:
-        probs = heads.predict(vector[None, :], [text])
-        return {name: {c: float(p) for c, p in zip(info.classes, probs[name][0], strict=True)}
-                for name, info in heads.heads.items()}
+        # One heads call for every post of this loop turn (inference.turn_batch): an
+        # encoder batch resumes its posts together, and a row costs ~3x less batched.
+        turn = services_of(ctx).head_turns
+        return await turn.submit(id(heads), partial(_score_heads, heads), (vector, text))
 
     return await shared(ctx, f"{KEY_HEADS}:{digest(text)}", compute)
+
+
+def _score_heads(heads: TextHeadScorer,
+                 rows: list[tuple[np.ndarray, str]]) -> list[dict[str, dict[str, float]]]:
+    """{head: {class: p}} per (embedding, text) row, every head in one call."""
+    probs = heads.predict(np.stack([vector for vector, _ in rows]), [text for _, text in rows])
+    classes = [(name, info.classes) for name, info in heads.heads.items()]
+    return [{name: {c: float(p) for c, p in zip(cls, probs[name][i], strict=True)}
+             for name, cls in classes} for i in range(len(rows))]
 
 
 async def language(ctx: TaskContext) -> str | None:

@@ -50,8 +50,22 @@ def normalize(text: str) -> str:
     return _SPACE.sub(" ", _LINK.sub("", text.lower())).strip()
 
 
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """[start, end) of each sentence, surrounding whitespace left out: where a summary
+    finds each sentence's tokens in the text's own encoder pass."""
+    spans, start = [], 0
+    for cut in [*(m.span() for m in _SENTENCE.finditer(text)), (len(text), len(text))]:
+        piece = text[start : cut[0]]
+        stripped = piece.strip()
+        if stripped:
+            first = start + piece.index(stripped)
+            spans.append((first, first + len(stripped)))
+        start = cut[1]
+    return spans
+
+
 def sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE.split(text) if s and s.strip()]
+    return [text[a:b] for a, b in sentence_spans(text)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ Test doubles for all of these live in `grebe.inference.fakes`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeAlias, TypeVar, overload, runtime_checkable
 
@@ -60,10 +61,62 @@ class Service(Protocol):
     async def stop(self) -> None: ...
 
 
+#: A part of a text as [start, end) character offsets (a sentence, for summaries).
+Span: TypeAlias = tuple[int, int]
+
+
+def _unit(vector: np.ndarray) -> np.ndarray:
+    norm = float(np.linalg.norm(vector))
+    return (vector / norm if norm > 0.0 else vector).astype(np.float32)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class EncodedText:
+    """One text's embedding and its parts (sentences) as read inside it, from one
+    encoder pass: a summary ranks the sentences and embeds the ones it keeps without
+    encoding them again (docs/benchmarks.md, Real flows: 1.76 encoder inputs per post
+    where 1 does).
+
+    A mean-pooling encoder fills `part_sums` with the sum of each part's token vectors
+    and `frame` with the rest of the text's tokens (CLS, SEP), so `pooled(every part)`
+    is `vector` itself; an encoder without token outputs embeds each part on its own
+    (`part_sums` = the parts' vectors, `frame` = 0)."""
+
+    vector: np.ndarray  # [dim] L2-normalised: what embed([text]) returns
+    part_sums: np.ndarray  # [m, dim] float32, one row per span asked for
+    part_tokens: np.ndarray  # [m] tokens each part kept (0: cut off by truncation)
+    frame: np.ndarray  # [dim]: tokens of the text outside every part
+
+    def part_vectors(self) -> np.ndarray:
+        """[m, dim] L2-normalised parts (rows of parts with no tokens stay zero)."""
+        norms = np.linalg.norm(self.part_sums, axis=1, keepdims=True)
+        return (self.part_sums / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+    def pooled(self, parts: Sequence[int]) -> np.ndarray:
+        """L2-normalised vector of the chosen parts with the text's frame tokens: the
+        embedding of those parts as they read in the whole text."""
+        return _unit(self.frame + self.part_sums[list(parts)].sum(axis=0))
+
+
+async def encode_parts_separately(
+    embedder: Embedder, text: str, spans: Sequence[Span]
+) -> EncodedText:
+    """`embed_parts` for encoders without token outputs (a remote endpoint, a test
+    double): the text and each part embedded in one call."""
+    rows = await embedder.embed([text, *(text[a:b] for a, b in spans)])
+    return EncodedText(vector=rows[0], part_sums=rows[1:].astype(np.float32),
+                       part_tokens=np.ones(len(spans), dtype=np.int64),
+                       frame=np.zeros(rows.shape[1], dtype=np.float32))
+
+
 @runtime_checkable
 class Embedder(Protocol):
     """Texts -> float32 array of shape [n, dim], each row L2-normalised (so a dot
-    product is a cosine). An empty input returns an array of shape [0, dim]."""
+    product is a cosine). An empty input returns an array of shape [0, dim].
+    `embed_parts` also returns the given parts of one text as read inside it
+    (`EncodedText`); with no spans it costs what `embed([text])` does. `pools_parts`
+    says whether the parts come free with the text's own pass (token outputs) or cost
+    an input each (`encode_parts_separately`)."""
 
     @property
     def name(self) -> str: ...
@@ -71,7 +124,12 @@ class Embedder(Protocol):
     @property
     def dim(self) -> int: ...
 
+    @property
+    def pools_parts(self) -> bool: ...
+
     async def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    async def embed_parts(self, text: str, spans: Sequence[Span]) -> EncodedText: ...
 
 
 @runtime_checkable

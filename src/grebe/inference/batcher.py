@@ -24,7 +24,8 @@ Policies, decided here once:
   going to the thread pool; gathering and the policies above are the same.
 - Waiting is not running: from `submit()` until its batch starts, a request is recorded
   on its payload's WaitLedger (core.deadlines), so the caller's task time limit does not
-  count the time it queued behind other payloads' batches.
+  count the time it queued behind other payloads' batches; while its batch runs, the
+  payload is credited the other payloads' share of it ((n-k)/n for k of its n items).
 """
 
 from __future__ import annotations
@@ -69,20 +70,33 @@ class BatcherStoppedError(ModelUnavailableError):
 
 
 class _Request(Generic[T, R]):
-    __slots__ = ("future", "item", "ledger")
+    __slots__ = ("future", "item", "ledger", "queued")
 
     def __init__(self, item: T, future: asyncio.Future[R]) -> None:
         self.item = item
         self.future = future
         self.ledger: WaitLedger | None = payload_waits.get()
+        self.queued = self.ledger is not None
         if self.ledger is not None:
             self.ledger.begin()
 
     def dequeued(self) -> None:
         """The request stopped waiting (its batch starts, or it fails): once only."""
-        if self.ledger is not None:
+        if self.queued and self.ledger is not None:
             self.ledger.end()
-            self.ledger = None
+            self.queued = False
+
+
+def _others_shares(batch: list[_Request[T, R]]) -> list[tuple[WaitLedger, float]]:
+    """Each payload ledger in the batch with the share of the batch that is other
+    payloads' items: (n - k) / n for k of its n items. A lone payload earns nothing."""
+    counts: dict[int, tuple[WaitLedger, int]] = {}
+    for request in batch:
+        if request.ledger is not None:
+            ledger, k = counts.get(id(request.ledger), (request.ledger, 0))
+            counts[id(ledger)] = (ledger, k + 1)
+    n = len(batch)
+    return [(ledger, (n - k) / n) for ledger, k in counts.values() if k < n]
 
 
 _STOP = object()  # queue sentinel: the collector flushes and exits
@@ -280,6 +294,9 @@ class MicroBatcher(Generic[T, R]):
 
     async def _run(self, batch: list[_Request[T, R]]) -> None:
         assert self._slots is not None
+        shares = _others_shares(batch)
+        for ledger, share in shares:
+            ledger.run_begin(share)
         try:
             try:
                 results = await self._call([r.item for r in batch])
@@ -296,6 +313,8 @@ class MicroBatcher(Generic[T, R]):
                 if not request.future.done():
                     request.future.set_result(result)
         finally:
+            for ledger, share in shares:
+                ledger.run_end(share)
             self._slots.release()
 
     async def _run_singly(self, batch: list[_Request[T, R]]) -> None:

@@ -17,7 +17,14 @@ import msgspec
 import numpy as np
 
 from grebe.errors import InferenceError
-from grebe.inference.base import ChatMessage, ImageInput, Scores, Transcript
+from grebe.inference.base import (
+    ChatMessage,
+    EncodedText,
+    ImageInput,
+    Scores,
+    Span,
+    Transcript,
+)
 from grebe.inference.schema import SchemaValidationError, repair_messages, validate_json
 
 
@@ -54,14 +61,22 @@ class HashEmbedder(_NoLifecycle):
     def dim(self) -> int:
         return self._dim
 
-    def _vector(self, text: str) -> np.ndarray:
+    @property
+    def pools_parts(self) -> bool:
+        return True  # a bag of hashed words: a part's words sum inside the text's
+
+    def _sum(self, text: str, *, empty: bool = True) -> np.ndarray:
         vec = np.zeros(self._dim, dtype=np.float32)
-        tokens = text.lower().split() or [""]
+        tokens = text.lower().split() or ([""] if empty else [])
         for token in tokens:
             digest = hashlib.blake2b(token.encode(), digest_size=8).digest()
             idx = int.from_bytes(digest[:4], "little") % self._dim
             sign = 1.0 if digest[4] & 1 else -1.0
             vec[idx] += sign
+        return vec
+
+    def _vector(self, text: str) -> np.ndarray:
+        vec = self._sum(text)
         norm = float(np.linalg.norm(vec))
         return vec / norm if norm else vec
 
@@ -70,6 +85,16 @@ class HashEmbedder(_NoLifecycle):
         if not texts:
             return np.zeros((0, self._dim), dtype=np.float32)
         return np.stack([self._vector(t) for t in texts])
+
+    async def embed_parts(self, text: str, spans: Sequence[Span]) -> EncodedText:
+        """Like MiniLM's: the parts' word sums from the text's one call."""
+        self.calls += 1
+        sums = np.array([self._sum(text[a:b], empty=False) for a, b in spans],
+                        dtype=np.float32).reshape(len(spans), self._dim)
+        return EncodedText(vector=self._vector(text), part_sums=sums,
+                           part_tokens=np.array([len(text[a:b].split()) for a, b in spans],
+                                                dtype=np.int64),
+                           frame=self._sum(text) - sums.sum(axis=0))
 
 
 class KeywordClassifier(_NoLifecycle):

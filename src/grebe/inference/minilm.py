@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from grebe.errors import InferenceError
+from grebe.inference.base import EncodedText, Span
 from grebe.inference.batcher import MicroBatcher
 
 MODEL_NAME = "all-MiniLM-L6-v2-int8"
@@ -106,18 +107,28 @@ class MiniLMModel:
         faster than one padded pass of 64 (bench/embed.py)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        bad = [i for i, t in enumerate(texts) if not isinstance(t, str)]
+        return np.stack([e.vector for e in self.encode_parts([(t, ()) for t in texts])])
+
+    def encode_parts(self, items: Sequence[tuple[str, Sequence[Span]]]) -> list[EncodedText]:
+        """One pass per text (batched as `encode`), each with the token vectors of the
+        given character spans summed (`EncodedText`): a summary ranks a post's sentences
+        from the post's own pass instead of encoding each sentence again."""
+        bad = [i for i, (t, _) in enumerate(items) if not isinstance(t, str)]
         if bad:
             raise InferenceError(f"embed() needs strings; items {bad[:5]} are not")
-        encodings = self.tokenizer.encode_batch(list(texts))
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        encodings = self.tokenizer.encode_batch([text for text, _ in items])
+        order = sorted(range(len(items)), key=lambda i: len(encodings[i].ids))
+        out: list[EncodedText | None] = [None] * len(items)
         for start in range(0, len(order), self.run_batch_size):
             chunk = order[start : start + self.run_batch_size]
-            out[chunk] = self._run([encodings[i].ids for i in chunk])
-        return out
+            hidden = self._run([encodings[i].ids for i in chunk])
+            for row, i in enumerate(chunk):
+                out[i] = self._pool(hidden[row, : len(encodings[i].ids)], encodings[i],
+                                    items[i][1])
+        return [e for e in out if e is not None]
 
     def _run(self, id_lists: list[list[int]]) -> np.ndarray:
+        """Token vectors [b, width, dim] of one padded, length-sorted chunk."""
         width = max(len(ids) for ids in id_lists)
         ids = np.zeros((len(id_lists), width), dtype=np.int64)
         mask = np.zeros_like(ids)
@@ -127,11 +138,26 @@ class MiniLMModel:
         feeds: dict[str, Any] = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = self.session.run(None, feeds)[0]
-        weights = mask[..., None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+        return np.asarray(self.session.run(None, feeds)[0], dtype=np.float32)
+
+    def _pool(self, tokens: np.ndarray, encoding: Any, spans: Sequence[Span]) -> EncodedText:
+        """Mean pooling over the text's own tokens (sentence-transformers' pooling),
+        plus the sum of the tokens whose characters start inside each span."""
+        total = tokens.sum(axis=0)
+        vector = total / max(len(tokens), 1)
+        norm = float(np.linalg.norm(vector))
+        vector = (vector / max(norm, 1e-12)).astype(np.float32)
+        if not spans:
+            return EncodedText(vector, np.zeros((0, self.dim), dtype=np.float32),
+                               np.zeros(0, dtype=np.int64), total)
+        starts = np.fromiter((a for a, _ in encoding.offsets), dtype=np.int64,
+                             count=len(tokens))
+        special = np.asarray(encoding.special_tokens_mask[: len(tokens)], dtype=bool)
+        member = np.array([(starts >= a) & (starts < b) & ~special for a, b in spans],
+                          dtype=np.float32)  # [m, tokens]
+        sums = member @ tokens
+        return EncodedText(vector, sums, member.sum(axis=1).astype(np.int64),
+                           total - sums.sum(axis=0))
 
 
 class MiniLMEmbedder:
@@ -162,7 +188,7 @@ class MiniLMEmbedder:
             "max_queue": max_queue,
         }
         self.model: MiniLMModel | None = None
-        self.batcher: MicroBatcher[str, np.ndarray] | None = None
+        self.batcher: MicroBatcher[tuple[str, tuple[Span, ...]], EncodedText] | None = None
 
     @property
     def name(self) -> str:
@@ -184,9 +210,7 @@ class MiniLMEmbedder:
             intra_op_spinning=self._spinning,
         )
         model = self.model
-        self.batcher = MicroBatcher(
-            lambda texts: list(model.encode(texts)), name="minilm", **self._batcher_args
-        )
+        self.batcher = MicroBatcher(model.encode_parts, name="minilm", **self._batcher_args)
         await self.batcher.start()
 
     async def stop(self) -> None:
@@ -195,8 +219,7 @@ class MiniLMEmbedder:
             self.batcher = None
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        if self.batcher is None:
-            raise InferenceError(f"{self.name}: embed() before start()")
+        batcher = self._batcher()
         if isinstance(texts, str):
             raise InferenceError("embed() takes a sequence of strings, not one string")
         if not texts:
@@ -204,5 +227,21 @@ class MiniLMEmbedder:
         bad = [i for i, t in enumerate(texts) if not isinstance(t, str)]
         if bad:
             raise InferenceError(f"embed() needs strings; items {bad[:5]} are not")
-        rows = await self.batcher.submit_many(texts)
-        return np.stack(rows)
+        rows = await batcher.submit_many([(t, ()) for t in texts])
+        return np.stack([row.vector for row in rows])
+
+    @property
+    def pools_parts(self) -> bool:
+        return True  # token vectors of the one pass, summed per span
+
+    async def embed_parts(self, text: str, spans: Sequence[Span]) -> EncodedText:
+        """The text's vector and its spans' token sums, from the text's one pass in a
+        shared batch."""
+        if not isinstance(text, str):
+            raise InferenceError("embed_parts() needs a string")
+        return await self._batcher().submit((text, tuple(spans)))
+
+    def _batcher(self) -> MicroBatcher[tuple[str, tuple[Span, ...]], EncodedText]:
+        if self.batcher is None:
+            raise InferenceError(f"{self.name}: embed() before start()")
+        return self.batcher

@@ -25,7 +25,13 @@ import numpy as np
 import stamina
 
 from grebe.errors import CircuitOpenError, InferenceError, ModelUnavailableError
-from grebe.inference.base import ChatMessage, JSONSchema
+from grebe.inference.base import (
+    ChatMessage,
+    EncodedText,
+    JSONSchema,
+    Span,
+    encode_parts_separately,
+)
 from grebe.inference.batcher import MicroBatcher
 from grebe.inference.breaker import CircuitBreaker
 from grebe.inference.schema import (
@@ -230,6 +236,14 @@ class OpenAIEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack(await self.batcher.submit_many(list(texts)))
+
+    @property
+    def pools_parts(self) -> bool:
+        return False  # no token vectors over HTTP
+
+    async def embed_parts(self, text: str, spans: Sequence[Span]) -> EncodedText:
+        """No token vectors over HTTP: the text and its parts in one request."""
+        return await encode_parts_separately(self, text, spans)
 
     async def _embed_batch(self, texts: list[str]) -> list[np.ndarray]:
         body = await self.client.post_json(
