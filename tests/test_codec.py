@@ -1,4 +1,8 @@
+import base64
+import re
+
 import msgspec
+import numpy as np
 import pytest
 
 from grebe import codec
@@ -58,3 +62,59 @@ def test_payload_expiry():
     assert payload.expired(now=100.5)
     assert not payload.expired(now=99.0)
     assert not msgspec.structs.replace(payload, deadline=None).expired(now=1e12)
+
+
+def _unit_vector(dims: int, seed: int) -> list[float]:
+    vector = np.random.default_rng(seed).normal(size=dims)
+    return (vector / np.linalg.norm(vector)).tolist()  # type: ignore[no-any-return]
+
+
+def test_annotation_embedding_travels_as_float16_and_decodes_to_floats_in_one_call():
+    vector = _unit_vector(384, 1)
+    ann = Annotation(post_id="1", producer="mm_emb_v5", version="5", labels=["x"],
+                     scores={"lang:en": 1.0}, embedding=vector, created_at=1.0, updated_at=2.0)
+    raw = codec.encode_annotation(ann)
+    wire = msgspec.json.decode(raw)["embedding"]
+    assert (wire["dtype"], wire["dims"]) == ("f16", 384)
+    assert len(base64.b64decode(wire["data"])) == 768
+    assert len(raw) < 1300 < len(codec.encode(ann))  # ~7.7 KB as decimal floats
+    decoded = codec.decode_annotation(raw)
+    assert msgspec.structs.replace(decoded, embedding=None) == msgspec.structs.replace(
+        ann, embedding=None)
+    assert decoded.embedding is not None and len(decoded.embedding) == 384
+    assert all(isinstance(x, float) for x in decoded.embedding)
+    assert float(np.dot(decoded.embedding, vector)) > 0.9999
+
+
+def test_annotation_without_embedding_is_plain_json():
+    ann = Annotation(post_id="1", producer="spam", version="1", labels=["spam"])
+    assert codec.encode_annotation(ann) == codec.encode(ann)
+    assert codec.decode_annotation(codec.encode_annotation(ann)) == ann
+
+
+def test_a_vector_float16_cannot_hold_keeps_its_floats():
+    ann = Annotation(post_id="1", producer="p", version="1", embedding=[1e6, -2.5, 0.0])
+    raw = codec.encode_annotation(ann)
+    assert msgspec.json.decode(raw)["embedding"] == [1e6, -2.5, 0.0]
+    assert codec.decode_annotation(raw).embedding == [1e6, -2.5, 0.0]
+
+
+@pytest.mark.parametrize(("embedding", "fragment"), [
+    ({"dtype": "f16", "dims": 3, "data": base64.b64encode(b"\x00" * 4).decode()},
+     "3 dims needs 6 bytes, holds 4"),
+    ({"dtype": "f64", "dims": 1, "data": base64.b64encode(b"\x00" * 8).decode()},
+     "unknown vector dtype 'f64'"),
+    ({"dtype": "f16", "dims": 1, "data": "not base64!"}, "schema"),
+    ({"dims": 1, "data": ""}, "missing required field `dtype`"),
+    ("0.1,0.2", "schema"),
+])
+def test_bad_wire_vectors_are_decode_errors(embedding, fragment):
+    raw = msgspec.json.encode({"post_id": "1", "producer": "p", "version": "1",
+                               "embedding": embedding})
+    with pytest.raises(DecodeError, match=re.escape(fragment)):
+        codec.decode_annotation(raw)
+
+
+def test_malformed_annotation_is_a_decode_error():
+    with pytest.raises(DecodeError, match="malformed"):
+        codec.decode_annotation(b"{")

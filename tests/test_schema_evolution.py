@@ -43,6 +43,17 @@ def test_old_payload_and_annotation_decode():
     assert isinstance(annotation, Annotation) and annotation.labels == ["spam"]
 
 
+def test_output_message_with_a_float_list_embedding_still_decodes():
+    """The output topic carried embeddings as float lists before compact vectors: a
+    consumer's one call still reads such a message, floats exactly as written."""
+    raw = (OLD / "annotation_float_embedding.json").read_bytes()
+    annotation = codec.decode_annotation(raw)
+    assert annotation.embedding == [0.5773502691896258, -0.5773502691896258,
+                                    0.5773502691896258, 0.0]
+    assert annotation.key == ("p1", "mm_emb_v5", "5") and annotation.reasons == {"parts": "text"}
+    assert annotation == msgspec.json.decode(raw, type=Annotation)
+
+
 def test_new_fields_round_trip():
     quoted = Post(id="q", author_id="b", text="quoted")
     post = Post(

@@ -18,6 +18,8 @@ NO_OUTPUT_BROKER = "none"
 DEFAULT_INPUT_TOPIC = "posts"
 DEFAULT_OUTPUT_TOPIC = "annotations"
 DEFAULT_DEAD_LETTER_TOPIC = "dead-letters"
+# How the output topic carries an embedding (grebe.codec.WireVector): float16 bytes.
+WIRE_VECTOR_DTYPE = "f16"
 DEFAULT_CONSUMER_GROUP = "grebe"
 
 # Dispatcher defaults.

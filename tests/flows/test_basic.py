@@ -3,8 +3,7 @@ flows' one sink (grebe.flows.text_signals, grebe.flows.sinks)."""
 
 from __future__ import annotations
 
-import msgspec
-
+from grebe import codec
 from grebe.core.planmaster import PlanMaster
 from grebe.flows import basic, text_signals
 from grebe.stores.base import MemoryStore
@@ -45,4 +44,4 @@ async def test_the_sink_stores_then_publishes_one_annotation() -> None:
     assert basic.LABEL_SHOUTING in row.labels
     [(topic, key, value)] = producer.published
     assert (topic, key) == ("out", b"p1")
-    assert msgspec.json.decode(value, type=Annotation) == row
+    assert codec.decode_annotation(value) == row

@@ -6,10 +6,11 @@ import time
 
 import msgspec
 
+from grebe import codec
 from grebe.core.planmaster import PlanMaster
 from grebe.flows import registry, shared
 from grebe.flows.services import MediaFacts
-from grebe.types import Annotation, Media, TaskStatus
+from grebe.types import Media, TaskStatus
 
 from .conftest import fake_services, payload
 
@@ -51,7 +52,7 @@ async def test_sink_upserts_and_publishes_idempotently() -> None:
         ("spam_comment", "1", ["not_spam"])]
     topic, key, value = services.producer.published[0]
     assert topic == "annotations" and key == b"p1"
-    assert msgspec.json.decode(value, type=Annotation).labels == ["not_spam"]
+    assert codec.decode_annotation(value).labels == ["not_spam"]
     # Same post again: deduped within the TTL, no second write.
     second = (await master.run_plans(post))[0]
     assert second.status == TaskStatus.SKIPPED

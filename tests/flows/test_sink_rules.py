@@ -4,13 +4,15 @@ for replies), flags OR-merged into the post and author records."""
 from __future__ import annotations
 
 import msgspec
+import numpy as np
 
+from grebe import codec
 from grebe.core.planmaster import PlanMaster
 from grebe.flows import registry
 from grebe.flows.services import MediaFacts
 from grebe.flows.sinks import POST_RECORD, USER_RECORD, FlagRecords, SinkRules
 from grebe.stores.base import MemoryStore
-from grebe.types import Annotation, Media
+from grebe.types import Media
 
 from .conftest import fake_services, payload
 
@@ -19,7 +21,7 @@ IMAGE = (Media(kind="image", url="https://img.example/a.jpg"),)
 
 
 def published_plans(services) -> list[tuple[str, str]]:
-    rows = [msgspec.json.decode(v, type=Annotation) for _, _, v in services.producer.published]
+    rows = [codec.decode_annotation(v) for _, _, v in services.producer.published]
     return [(a.post_id, a.producer) for a in rows]
 
 
@@ -46,6 +48,20 @@ async def test_mm_emb_v5_publishes_originals_but_not_replies() -> None:
                              parent="an original post"))
     assert published_plans(services) == [("o1", "mm_emb_v5")]
     assert {a.producer for a in await services.store.get("r1")} == {"mm_emb_v5"}
+
+
+async def test_the_published_embedding_is_float16_and_decodes_to_the_stored_floats() -> None:
+    services = fake_services(NO_DEDUPE)
+    master = PlanMaster(registry.PLANS, services=services)
+    await master.run(payload("an original post", eligibilities=frozenset({"mm_emb_v5"})))
+    [(_, _, raw)] = services.producer.published
+    wire = msgspec.json.decode(raw)["embedding"]
+    assert wire["dtype"] == "f16" and isinstance(wire["data"], str)
+    [stored] = await services.store.get("p1")
+    published = codec.decode_annotation(raw)
+    assert stored.embedding is not None and published.embedding is not None
+    assert wire["dims"] == len(published.embedding) == len(stored.embedding)
+    assert np.allclose(published.embedding, stored.embedding, atol=1e-3)
 
 
 async def test_flags_of_several_plans_are_or_merged_and_never_cleared() -> None:

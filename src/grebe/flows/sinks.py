@@ -123,7 +123,7 @@ async def write_annotation(
                             labels & rules.author_flags, producer,
                             policy_version=policy_version)
     if publisher is not None and rules.publishes(post.is_reply):
-        await publisher.publish(topic, post.id.encode(), codec.encode(annotation))
+        await publisher.publish(topic, post.id.encode(), codec.encode_annotation(annotation))
     return annotation
 
 
