@@ -16,7 +16,8 @@ store. It prints:
 - peak RSS per process;
 - p50/p99 ingest -> annotation latency with posts arriving at 50% and at 100% of the
   measured throughput (a second and third run, posts appended while grebe runs);
-- bytes per post on disk (log + store);
+- bytes per post on disk (log + store), split by file and by topic of the log; and the
+  cosine between each float32 embedding and what a reader decodes from the output topic;
 - the model limit: the same posts through the same models in one process, each model
   once per post at its best batch shape (length-sorted batches of 64), and the ratio of
   grebe's CPU per post to it (1.0 would be no overhead at all).
@@ -140,6 +141,23 @@ def _size(path: Path) -> int:
         return 0
 
 
+def disk_split(data_dir: Path, n: int) -> dict[str, float]:
+    """Bytes per post by file (each SQLite file with its -wal/-shm), and the key + value
+    bytes per post each topic of the local log holds: what the messages weigh beside
+    what the file costs (pages, indexes, free space)."""
+    split: dict[str, float] = {}
+    for db in sorted(data_dir.glob("*.db")):
+        split[db.stem] = sum(_size(f) for f in data_dir.glob(db.name + "*")) / n
+    log_db = data_dir / "log.db"
+    if log_db.exists():
+        with sqlite3.connect(log_db) as conn:
+            for topic, size in conn.execute(
+                    "SELECT t.name, sum(length(m.value) + coalesce(length(m.key), 0)) "
+                    "FROM messages m JOIN topics t ON t.id = m.topic_id GROUP BY t.name"):
+                split[f"log topic {topic}"] = size / n
+    return split
+
+
 def ingest(config: Path, path: Path) -> None:
     subprocess.run([GREBE, "ingest", str(path), "-c", str(config)], check=True,
                    stdout=subprocess.DEVNULL)
@@ -174,7 +192,7 @@ def throughput_run(n: int, flows: list[str], engines: int | None) -> dict:
             watch.names[p]: 1000 * watch.cpu[p] / n for p in sorted(watch.cpu)},
         "peak_rss_mb_by_process": {
             watch.names[p]: watch.peak_kb[p] / 1024 for p in sorted(watch.peak_kb)},
-        "bytes_per_post": on_disk / n,
+        "bytes_per_post": on_disk / n, "bytes_per_post_split": disk_split(data_dir, n),
     }
 
 
@@ -225,6 +243,21 @@ def latency_run(n: int, rate: float, flows: list[str], engines: int | None) -> d
             "p99_s": float(np.percentile(latencies, 99))}
 
 
+def wire_cosine(vector: np.ndarray) -> float:
+    """Cosine between a float32 embedding and what a consumer decodes from the output
+    topic (codec.encode_annotation -> decode_annotation)."""
+    from grebe import codec
+    from grebe.types import Annotation
+
+    if not hasattr(codec, "encode_annotation"):  # a tree before compact vectors (a
+        return 1.0  # "before" run): the topic carried the floats themselves
+    raw = codec.encode_annotation(Annotation(post_id="x", producer="p", version="1",
+                                             embedding=vector.tolist()))
+    decoded = np.asarray(codec.decode_annotation(raw).embedding, dtype=np.float64)
+    original = vector.astype(np.float64)
+    return float(decoded @ original / (np.linalg.norm(decoded) * np.linalg.norm(original)))
+
+
 def model_limit(n: int) -> dict:
     """Each model the text flows call, once per post, at its best batch shape."""
     from grebe.config import load_config
@@ -238,6 +271,8 @@ def model_limit(n: int) -> dict:
     texts = (texts * (n // len(texts) + 1))[:n]
     order = sorted(range(n), key=lambda i: len(texts[i]))
     batches = [[texts[i] for i in order[j:j + 64]] for j in range(0, n, 64)]
+
+    wire: list[float] = []
 
     async def run() -> tuple[float, float]:
         for part in models.components():
@@ -257,7 +292,11 @@ def model_limit(n: int) -> dict:
                     await models.hate.classify(batch)
                 if models.language is not None:
                     await models.language.classify(batch)
-            return time.process_time() - cpu0, time.perf_counter() - wall0
+            spent = time.process_time() - cpu0, time.perf_counter() - wall0
+            for batch in batches:  # the output topic's precision, outside the measure
+                for vector in np.asarray(await models.embedder.embed(batch), dtype=np.float32):
+                    wire.append(wire_cosine(vector))
+            return spent
         finally:
             for part in reversed(models.components()):
                 await part.stop()
@@ -267,6 +306,8 @@ def model_limit(n: int) -> dict:
               *([models.heads] if models.heads is not None
                 else [models.spam_head, models.offensive, models.hate])]
     return {"cpu_ms_per_post": 1000 * cpu / n, "posts_per_s": n / wall,
+            "wire_cosine_p50": float(np.percentile(wire, 50)), "wire_cosine_min": min(wire),
+            "vectors": len(wire),
             "models": [type(p).__name__ for p in called if p is not None]}
 
 
@@ -330,6 +371,10 @@ def main() -> None:
         net = grebe["cpu_ms_per_post_net_by_process"][name]
         print(f"    {name:<14}  {ms:8.2f} ms ({net:.2f} net)   peak RSS {rss:7.1f} MB")
     print(f"  on disk           {grebe['bytes_per_post']:8.0f} bytes per post (log + store)")
+    for name, size in grebe["bytes_per_post_split"].items():
+        print(f"    {name:<24}{size:8.0f} bytes per post")
+    print(f"  output topic vectors: cosine float32 -> wire p50 {limit['wire_cosine_p50']:.7f}"
+          f" min {limit['wire_cosine_min']:.7f} ({limit['vectors']} vectors)")
     for row in latency:
         print(f"  latency @ {row['rate']:6.1f}/s  p50 {row['p50_s']:.3f} s  "
               f"p99 {row['p99_s']:.3f} s  ({row['finished']}/{row['posts']} posts)")

@@ -42,3 +42,28 @@ def test_bad_config_is_a_clear_error(tmp_path):
     result = runner.invoke(app, ["run", "-c", str(config)])
     assert result.exit_code == 2
     assert "config error" in result.output
+
+
+def test_annotations_json_renders_an_embedding_as_floats(tmp_path, monkeypatch):
+    """The output topic carries vectors as float16 bytes; what a person reads through
+    `grebe annotations` stays a list of numbers."""
+    import asyncio
+
+    from grebe.stores.sqlite import SqliteStore
+    from grebe.types import Annotation
+
+    monkeypatch.setenv("GREBE_DATA_DIR", str(tmp_path))
+    vector = [0.6, -0.8, 0.0]
+
+    async def write() -> None:
+        store = SqliteStore(tmp_path / "annotations.db")
+        await store.start()
+        await store.upsert([Annotation(post_id="p1", producer="mm_emb_v5", version="5",
+                                       embedding=vector)])
+        await store.stop()
+
+    asyncio.run(write())
+    result = runner.invoke(app, ["annotations", "p1", "--json"])
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.output)
+    assert [round(x, 3) for x in row["embedding"]] == vector
