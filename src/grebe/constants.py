@@ -20,6 +20,11 @@ DEFAULT_OUTPUT_TOPIC = "annotations"
 DEFAULT_DEAD_LETTER_TOPIC = "dead-letters"
 # How the output topic carries an embedding (grebe.codec.WireVector): float16 bytes.
 WIRE_VECTOR_DTYPE = "f16"
+# How the SQLite store compresses annotation bodies (grebe.stores.bodies): zstd against
+# the packaged dictionary `grebe/data/annotation_body.<id>.zdict` with this id.
+BODY_DICT_PREFIX = "annotation_body."
+BODY_DICT_ID = 1
+BODY_ZSTD_LEVEL = 3
 DEFAULT_CONSUMER_GROUP = "grebe"
 
 # Dispatcher defaults.

@@ -152,3 +152,60 @@ async def test_rows_written_before_policy_versions_still_decode(store, tmp_path)
     await store.upsert([_annotation("new", policy_version="2026.11.23-1")])
     (new,) = await store.get("new")
     assert new.policy_version == "2026.11.23-1"
+
+
+_PTOS_REASONS = {f"ptos.{c}": f"not matched: {c} head 0.0{i} < 0.60 (validation threshold)"
+                 for i, c in enumerate(("spam", "hate", "harassment", "sexual", "violence"))}
+
+
+async def test_bodies_are_compressed_against_the_packaged_dictionary(store, tmp_path):
+    import sqlite3
+
+    import msgspec
+
+    from grebe.stores import bodies
+
+    row = _annotation("p1", "safety_ptos", labels=["safe"], reasons=_PTOS_REASONS,
+                      scores={k: 0.01 for k in _PTOS_REASONS},
+                      model_versions={"embedder": "all-MiniLM-L6-v2", "heads": "heads-v3"})
+    await store.upsert([row])
+    assert await store.get("p1") == [row]
+    with sqlite3.connect(tmp_path / "a.db") as conn:
+        (body,) = conn.execute("SELECT body FROM annotations").fetchone()
+    plain = msgspec.msgpack.encode(row)
+    assert bodies.is_compressed(body) and len(body) < len(plain) // 2
+    assert msgspec.msgpack.decode(bodies.decompress(body), type=Annotation) == row
+
+
+async def test_plain_msgpack_bodies_of_the_previous_version_still_read(store, tmp_path):
+    """Rows written before compressed bodies (msgpack as it is) read back unchanged."""
+    import sqlite3
+
+    import msgspec
+
+    old = _annotation("old", labels=["x"], created_at=5.0, updated_at=6.0)
+    with sqlite3.connect(tmp_path / "a.db") as conn:
+        conn.execute("INSERT INTO annotations (post_id, producer, version, created_at, "
+                     "updated_at, body) VALUES ('old', 'basic', '1', 5.0, 6.0, ?)",
+                     (msgspec.msgpack.encode(old),))
+    assert await store.get("old") == [old]
+
+
+async def test_a_body_naming_an_unknown_dictionary_is_a_store_error(store, tmp_path):
+    import sqlite3
+
+    import msgspec
+    import zstandard
+
+    from grebe.errors import StoreError
+
+    foreign = zstandard.train_dictionary(
+        1024, [msgspec.msgpack.encode(_annotation(f"p{i}", labels=[str(i) * 5]))
+               for i in range(400)], dict_id=999_999)
+    body = zstandard.ZstdCompressor(dict_data=foreign).compress(
+        msgspec.msgpack.encode(_annotation("x")))
+    with sqlite3.connect(tmp_path / "a.db") as conn:
+        conn.execute("INSERT INTO annotations (post_id, producer, version, created_at, "
+                     "updated_at, body) VALUES ('x', 'basic', '1', 1.0, 1.0, ?)", (body,))
+    with pytest.raises(StoreError, match="unknown dictionary 999999"):
+        await store.get("x")
