@@ -28,6 +28,7 @@ R = TypeVar("R")
 def connect(
     path: Path, *, synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
     busy_timeout_s: float = C.DEFAULT_SQLITE_BUSY_TIMEOUT_S,
+    new_file_pragmas: Sequence[str] = (),
 ) -> sqlite3.Connection:
     """A connection in WAL mode: readers never block the writer, and a committed
     transaction is in the WAL file before commit returns, so killing the process at any
@@ -36,6 +37,11 @@ def connect(
     conn = sqlite3.connect(
         path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
     )
+    if new_file_pragmas and conn.execute("PRAGMA page_count").fetchone()[0] == 0:
+        # Page size and auto-vacuum hold only if set before the file's first page is
+        # written *and* before it turns WAL: after `journal_mode=WAL` they are ignored.
+        for pragma in new_file_pragmas:
+            conn.execute(f"PRAGMA {pragma}")
     _ensure_wal(conn, busy_timeout_s)
     conn.execute(f"PRAGMA synchronous={synchronous}")
     conn.execute("PRAGMA temp_store=MEMORY")
@@ -79,10 +85,11 @@ class SqliteDB:
 
     def __init__(
         self, path: Path, *, synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
-        name: str = "sqlite",
+        name: str = "sqlite", new_file_pragmas: Sequence[str] = (),
     ) -> None:
         self.path = Path(path)
         self._synchronous = synchronous
+        self._new_file_pragmas = tuple(new_file_pragmas)  # applied when it creates the file
         self._name = name
         self._executor: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
@@ -91,7 +98,8 @@ class SqliteDB:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self._name)
 
         def _open() -> None:
-            self._conn = connect(self.path, synchronous=self._synchronous)
+            self._conn = connect(self.path, synchronous=self._synchronous,
+                                 new_file_pragmas=self._new_file_pragmas)
             if init is not None:
                 init(self._conn)
 

@@ -122,6 +122,16 @@ def test_no_trim_ever_removes_a_message_some_group_has_not_committed(steps):
         asyncio.run(scenario(Path(directory)))
 
 
+def _checkpointed_size(path) -> int:
+    """The file's size once its WAL is copied in: the file alone says little while the
+    WAL holds the newest pages (until the WAL reaches 1,000 pages, 8 MB at 8 KB pages)."""
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return path.stat().st_size
+
+
 async def test_the_log_stays_bounded_under_a_steady_stream_through_a_source(tmp_path):
     """A LocalSource consuming a steady stream with a size limit: retention runs in the
     background, nothing uncommitted is lost, and the file stops growing."""
@@ -142,7 +152,7 @@ async def test_the_log_stays_bounded_under_a_steady_stream_through_a_source(tmp_
                     seen += 1
         await source.commit()
         await asyncio.sleep(0.12)  # let the retention loop run (interval 0.05 s)
-        sizes.append(path.stat().st_size)
+        sizes.append(_checkpointed_size(path))
     runner = source._retention
     assert runner is not None and runner.trimmed.get("posts", 0) > 4000
     await source.stop()
@@ -165,3 +175,22 @@ async def test_a_new_consumer_is_protected_before_its_first_commit(tmp_path):
     assert [m.offset for m in messages] == list(range(100))
     await source.stop()
     await producer_log.close()
+
+
+async def test_a_new_log_returns_trimmed_space_to_the_file_system_and_keeps_kb_rows_inline(
+        tmp_path):
+    """The log's page size and auto-vacuum are set before the file turns WAL (after,
+    SQLite ignores them): a trim shrinks the file, and a 1.3 KB message (an annotation
+    with its float16 vector) sits in its b-tree page, not in an overflow page of its own."""
+    import sqlite3
+
+    log = await _log(tmp_path, partitions=1)
+    with sqlite3.connect(tmp_path / "log.db") as conn:
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == 8192
+        assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # incremental
+    await _append(log, "annotations", 2000, size=1300)
+    full = _checkpointed_size(tmp_path / "log.db")
+    assert full < 2000 * 1300 * 1.3  # 4 KB pages: ~2 pages a message, ~8 KB each
+    await log.trim(RetentionPolicy(max_age_s=1), FUTURE)
+    assert _checkpointed_size(tmp_path / "log.db") < full / 10
+    await log.close()

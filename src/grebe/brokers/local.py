@@ -117,7 +117,8 @@ class LocalLog:
     ) -> None:
         self.path = Path(path).resolve()
         self.default_partitions = partitions
-        self._db = SqliteDB(self.path, synchronous=synchronous, name="grebe-log")
+        self._db = SqliteDB(self.path, synchronous=synchronous, name="grebe-log",
+                            new_file_pragmas=sql.NEW_LOG_PRAGMAS)
         self._topics: dict[str, Topic] = {}
         self._round_robin = itertools.count()
 

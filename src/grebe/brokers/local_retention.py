@@ -103,7 +103,9 @@ def trim(conn: sqlite3.Connection, policy: RetentionPolicy, now: float) -> dict[
         if count:
             deleted[name] = deleted.get(name, 0) + count
     if deleted and conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:  # incremental
-        conn.execute(f"PRAGMA incremental_vacuum({VACUUM_PAGES})")
+        # executescript steps the pragma to its end: execute() (and fetchall(), as it
+        # returns no columns) steps it once, which frees one page, not VACUUM_PAGES
+        conn.executescript(f"PRAGMA incremental_vacuum({VACUUM_PAGES});")
     return deleted
 
 

@@ -76,11 +76,16 @@ def partition_for(key: bytes | None, partitions: int, counter: itertools.count[i
 
 
 
+# Set on a new log file before it turns WAL (sqlitedb.connect; set later, SQLite ignores
+# them): space freed by retention goes back to the file system (local_retention), and
+# 8 KB pages keep a message of up to ~2 KB in its b-tree page: `messages` is WITHOUT
+# ROWID, so at 4 KB pages any row over ~1 KB (an annotation with its vector) spilled to
+# an overflow page of its own, mostly empty (12.1 KB on disk per post for 5.3 KB of
+# messages; 5.8 KB at 8 KB pages: docs/benchmarks.md).
+NEW_LOG_PRAGMAS = ("page_size = 8192", "auto_vacuum = INCREMENTAL")
+
+
 def init_schema(conn: sqlite3.Connection) -> None:
-    if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
-        # A new log returns space freed by retention to the file system (local_retention);
-        # this can only be chosen before the first table exists.
-        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
     conn.executescript(_SCHEMA)
 
 
