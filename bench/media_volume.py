@@ -221,7 +221,7 @@ def run_scan(clips: list[Clip], clip_dir: Path, work: Path, max_s: float) -> dic
         "transcribed": sum(1 for r in done if r.transcript),
         "errors": errors[:5], "error_count": len(errors),
         "peak_rss_mb": rss, "peak_workdirs": watch.peak_dirs,
-        "workdirs_left": count_workdirs(work),
+        "workdirs_left": count_workdirs(work), "done": sorted(Path(r.url).name for r in done),
     }
 
 
@@ -230,6 +230,9 @@ def raw_decode(clips: list[Clip], count: int, max_side: int, max_s: float) -> di
     pipeline's decode (which adds a child process, PNG frames, models, dedup)."""
     started = time.monotonic()
     frames = videos = 0
+    if not clips:
+        return {"videos": 0, "frames": 0, "wall_s": 0.0, "videos_per_s": 0.0,
+                "frames_per_s": float("nan")}
     for clip in clips:
         frames += len(sample_frames(clip.path, count, max_side=max_side))
         videos += 1
@@ -303,6 +306,12 @@ def run_flows(clips: list[Clip], clip_dir: Path, work: Path, max_s: float) -> di
         time.sleep(0.2)
     wall = time.monotonic() - started
     rss = watch.stop()
+    # Count leftovers only once every process of the tree is gone (engines outlive the
+    # dispatcher briefly when it is stopped at the cap, and clean up as they exit).
+    deadline = time.monotonic() + 60
+    while any(Path(f"/proc/{pid}").exists() for pid in watch.names if pid != proc.pid) \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     stderr = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
     if proc.returncode not in (0, None) and not timed_out:
@@ -391,7 +400,10 @@ def main() -> None:
         scanned = run_scan(clips, clip_dir, work, args.max_seconds)
         print(f"scanned {scanned['videos']} videos", flush=True)
         video = MediaConfig().video
-        raw = raw_decode(clips, video.frames, video.frame_max_side, args.max_seconds)
+        # The same frames: only the clips the scan finished (all, unless it hit the cap).
+        finished = set(scanned.pop("done"))
+        raw = raw_decode([c for c in clips if c.path.name in finished], video.frames,
+                         video.frame_max_side, args.max_seconds)
         flows = None
         if not args.no_flows:
             chosen = clips[: args.flow_videos] if args.flow_videos else clips
