@@ -124,6 +124,10 @@ async def test_end_to_end_with_stage_stats(corpus: dict[str, Path], tmp_path: Pa
     assert stats["classify"]["processed"] == 6 and stats["dedup"]["processed"] == 6
     assert all(s["queue_depth"] == 0 for s in stats.values())
     assert stats["decode"]["mean_ms"] > 0
+    # Nine items for two download workers: some waited, and the peak says so after the
+    # queue has drained. Speech is timed on its own: the bunny is the one clip with audio.
+    assert stats["download"]["peak_queue_depth"] >= 1
+    assert stats["transcribe"]["processed"] == 1 and stats["transcribe"]["errors"] == 0
 
     def sample(name: str, **labels: str) -> float | None:
         return registry.get_sample_value(name, labels)
@@ -131,6 +135,7 @@ async def test_end_to_end_with_stage_stats(corpus: dict[str, Path], tmp_path: Pa
     assert sample("grebe_media_stage_items_total", stage="decode", outcome="error") == 2
     assert sample("grebe_media_stage_items_total", stage="dedup", outcome="ok") == 6
     assert sample("grebe_media_stage_seconds_count", stage="classify") == 6
+    assert sample("grebe_media_stage_seconds_count", stage="transcribe") == 1
 
     assert await pipeline.stop() == 0
     assert _files(work) == []  # every per-item temp dir was removed

@@ -25,7 +25,9 @@ BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 6
 
 @dataclass
 class StageStats:
-    """Counts and latency of one stage since start; `queue_depth` is the current backlog."""
+    """Counts and latency of one stage since start; `queue_depth` is the current backlog,
+    `peak_queue_depth` the largest seen (a snapshot taken after a run has drained shows 0,
+    so a bench needs the peak to see where work piled up)."""
 
     workers: int
     processed: int = 0
@@ -33,6 +35,17 @@ class StageStats:
     busy_s: float = 0.0
     max_s: float = 0.0
     queue_depth: int = 0
+    peak_queue_depth: int = 0
+
+    def record(self, seconds: float, ok: bool) -> None:
+        self.processed += 1
+        self.errors += 0 if ok else 1
+        self.busy_s += seconds
+        self.max_s = max(self.max_s, seconds)
+
+    def observe_depth(self, depth: int) -> None:
+        self.queue_depth = depth
+        self.peak_queue_depth = max(self.peak_queue_depth, depth)
 
     @property
     def mean_ms(self) -> float:
@@ -42,7 +55,7 @@ class StageStats:
         return {
             "workers": self.workers, "processed": self.processed, "errors": self.errors,
             "mean_ms": round(self.mean_ms, 2), "max_ms": round(1000 * self.max_s, 2),
-            "queue_depth": self.queue_depth,
+            "queue_depth": self.queue_depth, "peak_queue_depth": self.peak_queue_depth,
         }
 
 

@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 
 DOWNLOAD, DECODE, CLASSIFY, DEDUP = "download", "decode", "classify", "dedup"
 STAGES = (DOWNLOAD, DECODE, CLASSIFY, DEDUP)
+# A step inside classify (concurrent with NSFW and OCR), timed on its own: speech is the
+# slowest model by far, and the classify figure alone cannot say whether it is the cause.
+TRANSCRIBE = "transcribe"
 KIND_IMAGE, KIND_VIDEO, KIND_AUDIO = "image", "video", "audio"
 WARN_NSFW, WARN_OCR = "nsfw", "ocr"  # prefixes of model-failure warnings
 NO_NSFW_MODEL = "no NSFW model configured"
@@ -181,6 +184,7 @@ class MediaPipeline:
         self._workers = {DOWNLOAD: p.download_workers, DECODE: p.decode_workers,
                          CLASSIFY: p.classify_workers, DEDUP: p.dedup_workers}
         self._stats = {stage: StageStats(workers=n) for stage, n in self._workers.items()}
+        self._stats[TRANSCRIBE] = StageStats(workers=p.classify_workers)
         self._queues: dict[str, asyncio.Queue[_Job]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._jobs: set[_Job] = set()
@@ -282,9 +286,10 @@ class MediaPipeline:
         return list(await asyncio.gather(*(one(p, u) for p, u in urls)))
 
     def stats(self) -> dict[str, dict[str, float | int]]:
+        """Per stage, plus `transcribe` (a step of classify: its queue is classify's)."""
         for stage, queue in self._queues.items():
-            self._stats[stage].queue_depth = queue.qsize()
-        return {stage: self._stats[stage].snapshot() for stage in STAGES}
+            self._stats[stage].observe_depth(queue.qsize())
+        return {stage: self._stats[stage].snapshot() for stage in (*STAGES, TRANSCRIBE)}
 
     # --- stage machinery ---
 
@@ -318,10 +323,7 @@ class MediaPipeline:
                 ok, job.report.error = False, f"{stage} failed: {type(exc).__name__}: {exc}"
             job.step = None
             elapsed = time.monotonic() - started
-            stats.processed += 1
-            stats.errors += 0 if ok else 1
-            stats.busy_s += elapsed
-            stats.max_s = max(stats.max_s, elapsed)
+            stats.record(elapsed, ok)
             if self._metrics is not None:
                 self._metrics.finished(stage, elapsed, ok)
             if ok and following is not None and not job.cancelled:
@@ -333,7 +335,7 @@ class MediaPipeline:
 
     def _observe_depth(self, stage: str) -> None:
         depth = self._queues[stage].qsize()
-        self._stats[stage].queue_depth = depth
+        self._stats[stage].observe_depth(depth)
         if self._metrics is not None:
             self._metrics.queue_depth(stage, depth)
 
@@ -424,10 +426,15 @@ class MediaPipeline:
         assert job.fetched is not None
         # Keyed by URL: the same video reposted by many posts is transcribed once.
         url = job.report.url
+        started = time.monotonic()
         if self.config.asr.streaming and url.lower().startswith(("http://", "https://")):
             result = await self.asr.transcribe_url(url, url, self.fetcher)
         else:
             result = await self.asr.transcribe(url, job.fetched.path)
+        elapsed = time.monotonic() - started
+        self._stats[TRANSCRIBE].record(elapsed, result.error is None)
+        if self._metrics is not None:
+            self._metrics.finished(TRANSCRIBE, elapsed, result.error is None)
         job.report.transcript = result.text
         job.report.transcript_language = result.language
         job.report.transcript_capped = result.capped
