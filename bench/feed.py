@@ -32,6 +32,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -55,6 +56,29 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q / 100))]
 
 
+async def load_posts(feed: Any, thunder: ThunderStore, *, posts: int, authors: int,
+                     centres: np.ndarray, now: float, rng: np.random.Generator,
+                     prng: random.Random) -> None:
+    """The bench world (shared with bench/feed_components.py): `posts` posts over 40 hours
+    from `authors` authors into thunder, each with an embedding near one of the `centres`
+    in the feed's annotation store."""
+    batch: list[Annotation] = []
+    for i in range(posts):
+        pid = f"p{i}"
+        thunder.apply(PostCreate(post_id=pid, author_id=f"u{prng.randrange(authors)}",
+                                 created_at=now - 40 * 3600 * (1 - i / posts)))
+        vector = centres[i % len(centres)] + rng.normal(
+            scale=0.8, size=centres.shape[1]).astype(np.float32)
+        batch.append(Annotation(post_id=pid, producer="embedding", version="1",
+                                labels=["safe"], scores={"quality": prng.random()},
+                                embedding=(vector / np.linalg.norm(vector)).tolist()))
+        if len(batch) == 2000:
+            await feed.annotations.upsert(batch)
+            batch = []
+    if batch:
+        await feed.annotations.upsert(batch)
+
+
 async def run(args: argparse.Namespace) -> None:
     rng = np.random.default_rng(3)
     prng = random.Random(3)
@@ -69,20 +93,8 @@ async def run(args: argparse.Namespace) -> None:
         viewers = MemoryViewerDirectory()
         feed = build_home_pipeline(FEED, store, thunder, None, viewers=viewers, dim=args.dim)
         t0 = time.perf_counter()
-        batch: list[Annotation] = []
-        for i in range(args.posts):
-            pid = f"p{i}"
-            thunder.apply(PostCreate(post_id=pid, author_id=f"u{prng.randrange(args.authors)}",
-                                     created_at=now - 40 * 3600 * (1 - i / args.posts)))
-            vector = centres[i % 20] + rng.normal(scale=0.8, size=args.dim).astype(np.float32)
-            batch.append(Annotation(post_id=pid, producer="embedding", version="1",
-                                    labels=["safe"], scores={"quality": prng.random()},
-                                    embedding=(vector / np.linalg.norm(vector)).tolist()))
-            if len(batch) == 2000:
-                await feed.annotations.upsert(batch)
-                batch = []
-        if batch:
-            await feed.annotations.upsert(batch)
+        await load_posts(feed, thunder, posts=args.posts, authors=args.authors,
+                         centres=centres, now=now, rng=rng, prng=prng)
         print(f"loaded {args.posts:,} posts in {time.perf_counter() - t0:.0f} s; "
               f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         names = [f"v{n}" for n in range(args.viewers)]

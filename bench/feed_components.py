@@ -30,17 +30,15 @@ from typing import Any
 
 import numpy as np
 
-from feed import FEED  # bench/feed.py: the same feed settings
+from feed import FEED, load_posts  # bench/feed.py: the same settings and posts
 from grebe.feed.candidates import HomeQuery
 from grebe.feed.components import apply_patch, apply_patches
 from grebe.feed.home import build_home_pipeline
 from grebe.feed.pipeline import joined
 from grebe.feed.viewers import MemoryViewerDirectory, Viewer
 from grebe.stores.sqlite import SqliteStore
-from grebe.thunder.events import PostCreate
 from grebe.thunder.settings import ThunderSettings
 from grebe.thunder.store import ThunderStore
-from grebe.types import Annotation
 
 DIM = 384
 
@@ -70,18 +68,8 @@ async def run(args: argparse.Namespace) -> None:
         await store.start()
         viewers = MemoryViewerDirectory()
         feed = build_home_pipeline(FEED, store, thunder, None, viewers=viewers, dim=DIM)
-        batch: list[Annotation] = []
-        for i in range(args.posts):
-            pid = f"p{i}"
-            thunder.apply(PostCreate(post_id=pid, author_id=f"u{prng.randrange(args.authors)}",
-                                     created_at=now - 40 * 3600 * (1 - i / args.posts)))
-            vector = centres[i % 20] + rng.normal(scale=0.8, size=DIM).astype(np.float32)
-            batch.append(Annotation(post_id=pid, producer="embedding", version="1",
-                                    labels=["safe"], scores={"quality": prng.random()},
-                                    embedding=(vector / np.linalg.norm(vector)).tolist()))
-            if len(batch) == 2000:
-                await feed.annotations.upsert(batch)
-                batch = []
+        await load_posts(feed, thunder, posts=args.posts, authors=args.authors,
+                         centres=centres, now=now, rng=rng, prng=prng)
         names = [f"v{n}" for n in range(200)]
         for name in names:
             viewers.viewers[name] = Viewer(
