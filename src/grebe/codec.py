@@ -8,7 +8,7 @@ reason fit for a dead letter: no input can raise anything else here, or later (D
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import numpy as np
@@ -18,6 +18,8 @@ from grebe.errors import DecodeError
 from grebe.types import Annotation, DeadLetter, Envelope, Post
 
 NEEDS_POST_OR_USER = "a message needs a post with an id, or a user"
+T = TypeVar("T")
+
 _encoder = msgspec.json.Encoder()
 _envelope_decoder = msgspec.json.Decoder(Envelope)
 _post_decoder = msgspec.json.Decoder(Post)
@@ -132,6 +134,17 @@ def decode_dead_letter(raw: bytes) -> DeadLetter:
     return _dead_letter_decoder.decode(raw)
 
 
+def decode_strict(decoder: msgspec.json.Decoder[T], raw: bytes) -> T:
+    """`decoder.decode(raw)`, its failures as one DecodeError whose reason says which kind:
+    `schema: ...` (valid JSON, wrong shape) or `malformed: ...` (not JSON)."""
+    try:
+        return decoder.decode(raw)
+    except msgspec.ValidationError as exc:
+        raise DecodeError(f"schema: {exc}") from exc
+    except msgspec.DecodeError as exc:
+        raise DecodeError(f"malformed: {exc}") from exc
+
+
 
 class WireVector(msgspec.Struct, kw_only=True):
     """An embedding as the output topic carries it: little-endian float16 bytes (base64
@@ -202,12 +215,7 @@ def decode_annotation(raw: bytes) -> Annotation:
     version's compact vector or the previous version's float list. Raises DecodeError
     with the reason for anything else (bad JSON, a wrong field, a vector whose bytes do
     not match its dims or dtype)."""
-    try:
-        wire = _wire_annotation_decoder.decode(raw)
-    except msgspec.ValidationError as exc:
-        raise DecodeError(f"schema: {exc}") from exc
-    except msgspec.DecodeError as exc:
-        raise DecodeError(f"malformed: {exc}") from exc
+    wire = decode_strict(_wire_annotation_decoder, raw)
     fields = msgspec.structs.asdict(wire)
     if isinstance(wire.embedding, WireVector):
         try:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 
 import msgspec
 
+from grebe.codec import decode_strict
 from grebe.commands.ingest import INGEST_BATCH, IngestReport
 from grebe.core.source import Producer
 from grebe.errors import DecodeError
@@ -29,12 +30,7 @@ _strict = msgspec.json.Decoder(ThunderEvent)
 
 def validate_event(raw: bytes) -> ThunderEvent:
     """The event of one line; DecodeError naming what is wrong."""
-    try:
-        event = _strict.decode(raw)
-    except msgspec.ValidationError as exc:
-        raise DecodeError(f"schema: {exc}") from exc
-    except msgspec.DecodeError as exc:
-        raise DecodeError(f"malformed: {exc}") from exc
+    event = decode_strict(_strict, raw)
     if not event.post_id:
         raise DecodeError("schema: post_id is empty")
     if isinstance(event, PostCreate):
