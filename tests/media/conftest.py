@@ -114,10 +114,15 @@ def _serve(host: str) -> tuple[ThreadingHTTPServer, Served]:
         def log_message(self, *args: object) -> None:
             return None
 
-    server = ThreadingHTTPServer((host, 0), Handler)
+    return start_http_server(host, Handler), served
+
+
+def start_http_server(host: str, handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    """A threaded HTTP server on a free port of `host`, serving in a daemon thread."""
+    server = ThreadingHTTPServer((host, 0), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    return server, served
+    return server
 
 
 @pytest.fixture

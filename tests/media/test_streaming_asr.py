@@ -21,6 +21,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.media.conftest import start_http_server
 
 from grebe.inference.fakes import ConstantImageClassifier, FixedTranscriber
 from grebe.inference.whisper import WhisperTranscriber
@@ -161,10 +162,7 @@ def _range_server(host: str = "127.0.0.1") -> tuple[ThreadingHTTPServer, RangeSe
         def log_message(self, *args: object) -> None:
             return None
 
-    server = ThreadingHTTPServer((host, 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    return server, served
+    return start_http_server(host, Handler), served
 
 
 @pytest.fixture
