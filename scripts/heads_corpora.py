@@ -53,6 +53,9 @@ class Row:
     corpus: str
     labels: dict[str, int] = field(default_factory=dict)  # head -> class index
     subset: str = ""  # finer tag for reporting (e.g. "neither", "threat_dir_h")
+    # rows that must share a split (a counter-narrative and the hate it answers, the
+    # sentences of one forum post); empty = the row's own near-duplicate key
+    group: str = ""
 
     @property
     def key(self) -> str:
@@ -60,7 +63,7 @@ class Row:
 
     @property
     def split(self) -> str:
-        return split_of(self.key)
+        return split_of(self.group or self.key)
 
 
 def text_key(text: str) -> str:
@@ -69,15 +72,15 @@ def text_key(text: str) -> str:
     return _NON_WORD.sub(" ", _MENTION.sub(" ", text).lower()).strip()
 
 
-def _bucket(key: str) -> int:
+def bucket(key: str) -> int:
     return int(hashlib.sha256(f"{SPLIT_SALT}:{key}".encode()).hexdigest()[:8], 16) % 100
 
 
 def split_of(key: str) -> str:
-    bucket = _bucket(key)
-    if bucket < TEST_PERCENT:
+    value = bucket(key)
+    if value < TEST_PERCENT:
         return "test"
-    if bucket < TEST_PERCENT + VAL_PERCENT:
+    if value < TEST_PERCENT + VAL_PERCENT:
         return "val"
     return "train"
 
@@ -91,7 +94,7 @@ def davidson(root: Path) -> Iterator[Row]:
             if (
                 cls == 1
                 and split_of(key) != "test"
-                and _bucket(f"sample:{key}") >= DAVIDSON_OFFENSIVE_KEEP_PERCENT
+                and bucket(f"sample:{key}") >= DAVIDSON_OFFENSIVE_KEEP_PERCENT
             ):
                 continue
             labels = {"spam": 0, "offensive": int(cls != 2), "hate": int(cls == 0)}
@@ -137,7 +140,7 @@ def spamassassin(root: Path) -> Iterator[Row]:
             if (
                 message.group.startswith("easy-ham")
                 and split_of(key) != "test"
-                and _bucket(f"sample:{key}") >= SPAMASSASSIN_EASY_HAM_KEEP_PERCENT
+                and bucket(f"sample:{key}") >= SPAMASSASSIN_EASY_HAM_KEEP_PERCENT
             ):
                 continue
             yield Row(view, "spamassassin", {"spam": message.spam}, message.group)
@@ -259,6 +262,14 @@ SOURCES = {
         "files": ["hatecheck_test_suite_cases.csv"],
     },
 }
+
+
+# The identity-hate corpora live in their own module (one role per file); it imports
+# Row and the split helpers from here, so it is merged in once they exist.
+import heads_corpora_hate  # noqa: E402  (a sibling script module)
+
+TRAINING.update(heads_corpora_hate.READERS)
+SOURCES.update(heads_corpora_hate.SOURCES)
 
 
 def file_sha256(path: Path) -> str:

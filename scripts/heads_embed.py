@@ -12,6 +12,8 @@ the heads see at training exactly what they see in production.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import os
 import sys
 import time
 from collections.abc import Iterable
@@ -46,13 +48,23 @@ class EmbeddingCache:
         for start in range(0, len(missing), CHUNK):
             chunk = missing[start : start + CHUNK]
             vectors = self._model.encode(chunk)
-            index = len(list(self.dir.glob("chunk-*.npz")))
-            np.savez(self.dir / f"chunk-{index:05d}.npz", texts=np.array(chunk), vectors=vectors)
+            self._save(chunk, vectors)
             self.vectors.update(zip(chunk, vectors, strict=True))
             if log:
                 done = start + len(chunk)
                 rate = done / (time.perf_counter() - started)
                 print(f"embedded {done}/{len(missing)} ({rate:.0f}/s)", file=sys.stderr)
+
+    def _save(self, chunk: list[str], vectors: np.ndarray) -> None:
+        """Write under a name no other run can pick (two runs may fill one cache: a
+        count of existing chunks collided) and rename into place, so a reader never
+        loads half a file."""
+        digest = hashlib.sha256("\0".join(chunk).encode()).hexdigest()[:16]
+        final = self.dir / f"chunk-{time.time_ns()}-{digest}.npz"
+        partial = final.with_suffix(".partial")
+        with partial.open("wb") as fh:
+            np.savez(fh, texts=np.array(chunk), vectors=vectors)
+        os.replace(partial, final)
 
     def matrix(self, texts: list[str]) -> np.ndarray:
         self.ensure(texts)
@@ -62,14 +74,17 @@ class EmbeddingCache:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA)
+    parser.add_argument("--only", help="comma-separated corpora to embed (default: all)")
     args = parser.parse_args()
     import heads_corpora  # a sibling script module
 
     cache = EmbeddingCache(args.corpora)
     # Held-out and small corpora first, so a partial run is already useful.
-    order = ("hatecheck", "youtube", "ethos", "olid", "insults", "davidson", "spamassassin")
     readers = {**heads_corpora.HELD_OUT, **heads_corpora.TRAINING}
-    for name in order:
+    order = ("hatecheck", "youtube", "ethos", "olid", "insults", "davidson", "spamassassin")
+    order += tuple(name for name in readers if name not in order)
+    names = args.only.split(",") if args.only else order
+    for name in names:
         texts = [row.text for row in readers[name](args.corpora)]
         print(f"{name}: {len(texts)} texts", file=sys.stderr)
         cache.ensure(texts)

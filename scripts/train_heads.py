@@ -33,6 +33,7 @@ import heads_corpora as hc
 import numpy as np
 from heads_embed import DEFAULT_CORPORA, EmbeddingCache
 from heads_ngram_fit import choose_fusion, fit_ngram_heads
+from heads_spec import CROSS_CORPUS, HEADS, HeadSpec
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import average_precision_score, f1_score
@@ -71,49 +72,6 @@ class Fused:
     def proba(self, x: np.ndarray, texts: list[str]) -> np.ndarray:
         char = self.ngrams.probabilities(texts)[self.head]
         return (1 - self.weight) * self.model.predict_proba(x)[:, 1] + self.weight * char
-
-
-@dataclass(frozen=True)
-class HeadSpec:
-    classes: tuple[str, ...]
-    sources: tuple[str, ...]
-    target_fpr: float  # on the validation negatives; 0 = argmax, no thresholds
-    why: str
-
-
-HEADS = {
-    "spam": HeadSpec(
-        ("ham", "spam"),
-        ("youtube", "spamassassin", "davidson", "olid", "insults", "ethos"),
-        0.01,
-        "spam/promotion in short text; ordinary tweets, insults and hateful comments are its"
-        " ham, so neither warmth nor hostility reads as spam",
-    ),
-    "offensive": HeadSpec(
-        ("none", "offensive"),
-        ("davidson", "olid", "insults"),
-        0.02,
-        "profanity/offensive language of any kind (Davidson hate+offensive, OLID OFF, insults)",
-    ),
-    "target": HeadSpec(
-        ("untargeted", "individual", "group", "other"),
-        ("olid", "insults"),
-        0.0,
-        "who an offensive post is aimed at (OLID levels B/C; Kaggle insults are individual)",
-    ),
-    "hate": HeadSpec(
-        ("none", "hate"),
-        ("davidson", "ethos", "olid"),
-        0.01,
-        "hate at an identity group (Davidson hate, ETHOS isHate); OLID NOT as negatives",
-    ),
-    "threat": HeadSpec(
-        ("none", "threat"),
-        ("ethos", "davidson", "olid"),
-        0.01,
-        "threat/incitement of violence (ETHOS violence); ordinary tweets as negatives",
-    ),
-}
 
 
 def labelled(rows: list[hc.Row], head: str, sources: tuple[str, ...], split: str) -> list[hc.Row]:
@@ -338,17 +296,8 @@ class Trainer:
 
 def cross_corpus(trainer: Trainer) -> dict[str, Any]:
     """Fit on one corpus, test on another: a gain that shows on one corpus only is no gain."""
-    plans = [
-        ("spam", ("youtube", "davidson"), "spamassassin"),
-        ("spam", ("spamassassin", "davidson"), "youtube"),
-        ("offensive", ("davidson",), "olid"),
-        ("offensive", ("olid",), "davidson"),
-        ("offensive", ("davidson", "olid"), "insults"),
-        ("hate", ("davidson", "olid"), "ethos"),
-        ("hate", ("ethos", "olid"), "davidson"),
-    ]
     out: dict[str, Any] = {}
-    for head, sources, test_corpus in plans:
+    for head, sources, test_corpus in CROSS_CORPUS:
         spec = HEADS[head]
         model, _, threshold = trainer.train_head(head, spec, sources)
         rows = [

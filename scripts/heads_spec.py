@@ -1,0 +1,72 @@
+"""What each text head learns from: classes, training corpora, stated false-positive
+rate, and the cross-corpus checks (`scripts/train_heads.py` reads these).
+
+Kept apart from the trainer so the choice of data reads in one place: a head's sources
+are the corpora whose rows carry a label for it (scripts/heads_corpora.py and
+scripts/heads_corpora_hate.py decide which rows are positives, which negatives, and
+which say nothing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class HeadSpec:
+    classes: tuple[str, ...]
+    sources: tuple[str, ...]
+    target_fpr: float  # on the validation negatives; 0 = argmax, no thresholds
+    why: str
+
+
+HEADS = {
+    "spam": HeadSpec(
+    ("ham", "spam"),
+    ("youtube", "spamassassin", "davidson", "olid", "insults", "ethos"),
+        0.01,
+        "spam/promotion in short text; ordinary tweets, insults and hateful comments are its"
+        " ham, so neither warmth nor hostility reads as spam",
+    ),
+    "offensive": HeadSpec(
+    ("none", "offensive"),
+    ("davidson", "olid", "insults"),
+        0.02,
+        "profanity/offensive language of any kind (Davidson hate+offensive, OLID OFF, insults)",
+    ),
+    "target": HeadSpec(
+    ("untargeted", "individual", "group", "other"),
+    ("olid", "insults"),
+        0.0,
+        "who an offensive post is aimed at (OLID levels B/C; Kaggle insults are individual)",
+    ),
+    "hate": HeadSpec(
+    ("none", "hate"),
+    ("davidson", "ethos", "olid"),
+        0.01,
+        "hate at an identity group (Davidson hate, ETHOS isHate); OLID NOT as negatives",
+    ),
+    "threat": HeadSpec(
+    ("none", "threat"),
+    ("ethos", "davidson", "olid"),
+        0.01,
+        "threat/incitement of violence (ETHOS violence); ordinary tweets as negatives",
+    ),
+}
+
+
+# Fit on the first corpora, test on the last: a gain that shows on one corpus only is
+# no gain. The identity-hate rows check that hate learnt from one kind of writing
+# (forum sentences, counter-speech pairs, implicit statements) finds the others.
+CROSS_CORPUS: list[tuple[str, tuple[str, ...], str]] = [
+    ("spam", ("youtube", "davidson"), "spamassassin"),
+    ("spam", ("spamassassin", "davidson"), "youtube"),
+    ("offensive", ("davidson",), "olid"),
+    ("offensive", ("olid",), "davidson"),
+    ("offensive", ("davidson", "olid"), "insults"),
+    ("hate", ("davidson", "olid"), "ethos"),
+    ("hate", ("ethos", "olid"), "davidson"),
+    ("hate", ("conan", "toxigen", "davidson", "olid"), "stormfront"),
+    ("hate", ("stormfront", "toxigen", "davidson", "olid"), "conan"),
+    ("hate", ("conan", "stormfront", "davidson", "olid"), "toxigen"),
+]
