@@ -30,11 +30,10 @@ from grebe.inference.minilm_quant import QUANTIZED_NAME, quantized_model_dir
 
 #: The packaged model run as shipped (`quantize=False`).
 PACKAGED_NAME = "all-MiniLM-L6-v2-int8"
-#: The encoder served by default. Serving switches to QUANTIZED_NAME together with heads
-#: retrained on its vectors (the training scripts already use it).
-MODEL_NAME = PACKAGED_NAME
-#: Served by default: switched on together with the heads retrained on its vectors.
-QUANTIZE_DEFAULT = False
+#: The encoder served by default: the integer model derived from the packaged one. The
+#: trained heads expect its vectors (their manifest names it).
+MODEL_NAME = QUANTIZED_NAME
+QUANTIZE_DEFAULT = True
 DIM = 384
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model
 MODEL_FILE = "model.onnx"
