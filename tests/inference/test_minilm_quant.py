@@ -15,6 +15,7 @@ import pytest
 
 from grebe.errors import InferenceError
 from grebe.inference.minilm import (
+    MODEL_NAME,
     PACKAGED_NAME,
     MiniLMEmbedder,
     MiniLMModel,
@@ -78,7 +79,8 @@ def test_vectors_stay_close_to_the_packaged_model_on_real_tweets() -> None:
 
 
 def test_names_say_which_model_made_a_vector() -> None:
-    assert QUANTIZED_NAME != PACKAGED_NAME
+    assert MODEL_NAME == QUANTIZED_NAME != PACKAGED_NAME  # served by default
+    assert MiniLMEmbedder().name == QUANTIZED_NAME
     assert MiniLMEmbedder(quantize=True).name == QUANTIZED_NAME
     assert MiniLMEmbedder(quantize=False).name == PACKAGED_NAME
 
