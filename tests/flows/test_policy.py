@@ -23,7 +23,9 @@ def test_packaged_policy_is_the_default() -> None:
     assert settings.policy_version == PACKAGED_VERSION
     assert settings.plan("spam_comment").threshold == PACKAGED["spam_comment"]["threshold"]
     ladder = settings.plan("safety_ptos").policies["hate"]
-    assert [(r.min_score, r.action) for r in ladder] == [(0.85, "remove"), (0.0, "label")]
+    packaged = [(r["min_score"], r["action"]) for r in PACKAGED["safety_ptos"]["policies"]["hate"]]
+    assert [(r.min_score, r.action) for r in ladder] == packaged
+    assert [action for _, action in packaged] == ["remove", "label"]
 
 
 def test_config_override_changes_the_version() -> None:
