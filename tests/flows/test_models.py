@@ -9,6 +9,7 @@ from grebe.errors import ConfigError
 from grebe.flows.models import HateLabels, build_models
 from grebe.flows.settings import FlowSettings
 from grebe.inference.fakes import KeywordClassifier
+from grebe.inference.minilm import MODEL_NAME
 from grebe.inference.openai_compat import OpenAIChatModel
 from grebe.inference.spam_head import SpamHeadService
 from grebe.inference.text import HateSonarClassifier, LanguageIdClassifier
@@ -69,7 +70,7 @@ async def test_trained_heads_are_built_and_checked_against_the_embedder() -> Non
     assert models.heads in together.parts
     assert build_models(config, FlowSettings.from_section({"heads": False})).heads is None
     wrong = HeadsService(None, HashEmbedder())  # heads trained on MiniLM, not this space
-    with pytest.raises(InferenceError, match="were trained on all-MiniLM-L6-v2-int8"):
+    with pytest.raises(InferenceError, match=f"were trained on {MODEL_NAME}"):
         await wrong.start()
     with pytest.raises(InferenceError, match="before start"):
         wrong.predict(None)  # type: ignore[arg-type]

@@ -9,7 +9,8 @@ inference:
   embedder:                    # or the shorthand `embedder: minilm`
     backend: minilm            # minilm (default) | openai | hash (test double)
     max_batch_size: 64         # micro-batcher: texts per model call (sorted by length,
-                               # run 8 per forward pass: see bench/embed.py)
+                               # run per forward pass: 1 (integer model) or 8 (float):
+                               # see minilm.default_run_batch_size, bench/embed.py)
     max_wait_ms: 2.0           # ... how long the first request waits for company
     max_concurrent_batches: 1  # ... forward passes in flight
     base_url: null             # openai: e.g. http://127.0.0.1:8000/v1
@@ -20,7 +21,7 @@ inference:
     model_dir: null            # a dir with model.onnx + tokenizer.json (default: packaged)
     intra_op_threads: null     # ONNX threads (default: cores / concurrent batches)
     intra_op_spinning: false   # let idle ONNX threads busy-wait (costs CPU on shared cores)
-    quantize: false            # run the dynamic-int8 model derived from model.onnx (2.3x
+    quantize: true             # run the dynamic-int8 model derived from model.onnx (2.3x
                                # less CPU; the trained heads expect it: see docs/quality.md)
   language_id: true            # load py3langid (flows skip it when no plan needs it)
   chat:                        # structured-output LLM (flows' plans.classifier: llm), off
@@ -106,7 +107,7 @@ class MiniLMConfig(Section):
     # Off: busy-waiting threads burn CPU that engines sharing the cores need.
     intra_op_spinning: bool = False
     # On: integer arithmetic, 2.3x less CPU per text (grebe.inference.minilm_quant).
-    quantize: bool = False
+    quantize: bool = True
 
 
 class ChatConfig(Section):
