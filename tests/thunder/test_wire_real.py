@@ -6,7 +6,8 @@ with "@" replies, "RT @" retweets, one with a link carries a video, one with a q
 mark quotes), and some are deleted. Over gRPC, with the encode cache off, small (so
 entries are evicted and re-encoded) and at its default, every answer must be the
 `GetInNetworkPostsResponse` the pre-cache path built from `to_proto` for the same
-query: same posts, same fields, same order, byte for byte.
+query: same posts, same fields, same order, byte for byte; and the records the client
+makes of them are the store's.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from grebe.thunder.client import GrpcThunderClient
+from grebe.thunder.client import GrpcThunderClient, from_proto
 from grebe.thunder.events import PostDelete, decode_event
 from grebe.thunder.proto import thunder_pb2
 from grebe.thunder.service import ThunderServer
@@ -101,6 +102,8 @@ async def test_served_bytes_are_the_messages_built_field_by_field(cache_posts: i
                     posts=[to_proto(p) for p in result.posts], partial=result.partial)
                 assert response == want
                 assert response.SerializeToString() == want.SerializeToString()
+                # And the client's records are the store's, field by field.
+                assert [from_proto(p) for p in response.posts] == result.posts
                 served += len(response.posts)
         assert served > 10_000
     finally:
