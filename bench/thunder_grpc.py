@@ -23,13 +23,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import importlib.util
 import os
 import random
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import grebe
 from grebe.thunder.client import GrpcThunderClient, from_proto
@@ -69,6 +72,19 @@ async def serve(args: argparse.Namespace) -> None:
     await server.stop(0)
 
 
+def side_from_proto(name: str, src: str | None) -> Callable[[Any], Any]:
+    """That side's `from_proto` (its client.py loaded under another name), so the
+    records column compares the clients too."""
+    if src is None:
+        return from_proto
+    spec = importlib.util.spec_from_file_location(
+        f"client_{name}", Path(src) / "grebe" / "thunder" / "client.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.from_proto  # type: ignore[no-any-return]
+
+
 def start_server(args: argparse.Namespace, src: str | None) -> tuple[subprocess.Popen[str], int]:
     env = dict(os.environ)
     if src is not None:
@@ -100,6 +116,7 @@ async def run(args: argparse.Namespace) -> None:
         clients[name] = GrpcThunderClient(f"127.0.0.1:{port}", timeout_s=5,
                                           compression="none")
         await clients[name].start()
+    to_records = {name: side_from_proto(name, src) for name, src in sides.items()}
     following = viewers(args)
     samples = {name: Samples() for name in sides}
     posts = 0
@@ -115,7 +132,7 @@ async def run(args: argparse.Namespace) -> None:
             t0, c0 = time.perf_counter(), time.process_time()
             response = await client.call(request)
             t1, c1 = time.perf_counter(), time.process_time()
-            records = [from_proto(p) for p in response.posts]  # what the feed gets
+            records = list(map(to_records[name], response.posts))  # what the feed gets
             c2 = time.process_time()
             if args.warmup <= q < args.warmup + args.calls:
                 s.wall.append(t1 - t0)
