@@ -106,6 +106,7 @@ def _authors(out_segments: list[int], found: list[AuthorPosts]) -> int:
     rows = np.unique(np.array(out_segments, dtype=np.intp) % n).tolist()
     return len(set(map(id, map(found.__getitem__, rows))))
 
+
 def _segments(
     query: InNetworkQuery, found: list[AuthorPosts], settings: ThunderSettings,
     by_id: dict[str, LightPost],
