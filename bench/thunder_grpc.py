@@ -15,7 +15,8 @@ deserializer and then turned into `LightPost` records (`GrpcThunderClient`). Per
     same plus turning the answer into records;
   * wall: the call, as the caller waits for it.
 With `--compare NAME=SRC`, another server runs from another checkout's sources (e.g. a
-`git archive` of main) and calls alternate between the servers, so all see the same load.
+`git archive` of main) and calls alternate between the servers, so all see the same load;
+its records are made by that checkout's own `from_proto`.
 """
 
 from __future__ import annotations
