@@ -170,10 +170,6 @@ DEFAULT_API_MAX_JSON_DEPTH = 64  # request bodies nested deeper get 400
 DEFAULT_API_ANALYZE_RATE = "60/minute"  # POST /v1/analyze per key (or per client address)
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 CONFIG_ENV_VAR = "GREBE_CONFIG"
-# Data derived from installed packages, kept between runs (py3langid's decoded model):
-# $GREBE_CACHE_DIR, else $XDG_CACHE_HOME/grebe, else ~/.cache/grebe.
-CACHE_DIR_ENV_VAR = "GREBE_CACHE_DIR"
-CACHE_DIR_NAME = "grebe"
 
 #: A model loaded on first use (grebe.inference.lazy) that failed to load is tried again
 #: only after this long: meanwhile its posts get the same system fault at once, instead of

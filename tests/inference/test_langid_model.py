@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
-from grebe import constants as C
 from grebe.inference import langid_model
+from grebe.inference.minilm_quant import CACHE_ENV
 from grebe.inference.text import LanguageIdClassifier
 
 TWEETS = Path(__file__).resolve().parents[2] / "bench" / "data" / "tweets.jsonl"
@@ -21,7 +21,7 @@ TWEETS = Path(__file__).resolve().parents[2] / "bench" / "data" / "tweets.jsonl"
 
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv(C.CACHE_DIR_ENV_VAR, str(tmp_path))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
     return tmp_path
 
 
@@ -78,7 +78,7 @@ def test_an_unwritable_cache_still_loads(
 ) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    monkeypatch.setenv(C.CACHE_DIR_ENV_VAR, str(blocker / "cache"))
+    monkeypatch.setenv(CACHE_ENV, str(blocker / "cache"))
     with caplog.at_level(logging.WARNING, logger=langid_model.__name__):
         identifier = langid_model.load_identifier()
     assert identifier.classify("the cat sat on the mat")[0] == "en"

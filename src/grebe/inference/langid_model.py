@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import shutil
 import tempfile
 from array import array
@@ -27,21 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from grebe import constants as C
+from grebe.inference.minilm_quant import cache_root  # one cache directory for both
 
 log = logging.getLogger(__name__)
 
 #: The arrays of py3langid's model file (grebe reads them by these names).
 _ARRAYS = ("ptc", "pc", "classes", "nextmove", "nextmove_row", "out_feat")
 _TYPECODES = {2: "H", 4: "I", 8: "L"}  # unsigned item size -> array typecode
-
-
-def cache_root() -> Path:
-    """Where grebe keeps data derived from installed packages (safe to delete)."""
-    if explicit := os.environ.get(C.CACHE_DIR_ENV_VAR):
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / C.CACHE_DIR_NAME
 
 
 def model_file() -> Path:
