@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
@@ -94,3 +95,13 @@ async def test_the_classifier_loads_through_the_cache(cache: Path) -> None:
         await classifier.stop()
     assert max(scores, key=scores.__getitem__) == "en"
     assert list((cache / "py3langid").iterdir())
+
+
+def test_prepare_fills_the_cache(cache: Path) -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", langid_model.__name__, "prepare"], check=True,
+                         capture_output=True, text=True, env={**os.environ}).stdout.strip()
+    assert Path(out).parent == cache / "py3langid"
+    assert langid_model._read(Path(out)) is not None

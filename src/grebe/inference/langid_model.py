@@ -126,3 +126,18 @@ def load_identifier(languages: list[str] | None = None) -> Any:
     if languages:
         identifier.set_languages(languages)
     return identifier
+
+
+def main() -> None:
+    """`python -m grebe.inference.langid_model prepare`: decode and cache the model now
+    (scripts/install.sh), so the first engine start is as fast as the later ones."""
+    import sys
+
+    if sys.argv[1:] != ["prepare"]:
+        raise SystemExit("usage: python -m grebe.inference.langid_model prepare")
+    load_arrays()
+    print(_cache_dir(model_file()))
+
+
+if __name__ == "__main__":
+    main()
