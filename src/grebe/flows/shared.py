@@ -10,10 +10,9 @@ task serves every plan with that plan's thresholds.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from collections.abc import Awaitable, Callable
-from functools import partial
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -76,10 +75,10 @@ def settings_of(ctx: TaskContext) -> Any:
     return ctx.services.settings.plan(ctx.plan)
 
 
-@functools.lru_cache(maxsize=DIGEST_CACHE_SIZE)
+@lru_cache(maxsize=DIGEST_CACHE_SIZE)
 def digest(text: str) -> str:
     """The memo and cache key of a text. Remembered per text: one post's text is keyed
-    ~70 times across the six default flows (every `shared()` lookup of its embedding,
+    ~60 times across the six default flows (every `shared()` lookup of its embedding,
     heads, language), and a dict hit on a str (whose hash the str keeps) costs a
     fraction of hashing it again."""
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
