@@ -63,6 +63,8 @@ DEFAULT_DRAIN_WINDOW_S = 20.0
 # (grebe.flows.shared.encoded): bounds the memory one pathological text can hold in the
 # cross-post cache (a row of 384 floats per sentence).
 SENTENCE_PARTS_MAX = 32
+# Texts whose memo key (grebe.flows.shared.digest) is remembered: a few loop turns of posts.
+DIGEST_CACHE_SIZE = 4096
 
 # Local broker (SQLite log) and SQLite store.
 DEFAULT_LOCAL_PARTITIONS = 4
