@@ -25,6 +25,11 @@ WIRE_VECTOR_DTYPE = "f16"
 BODY_DICT_PREFIX = "annotation_body."
 BODY_DICT_ID = 1
 BODY_ZSTD_LEVEL = 3
+# How the local log stores message values (grebe.brokers.local_sql): zstd against
+# `grebe/data/log_value.<id>.zdict` (ids apart from the bodies', so a frame names its kind).
+LOG_DICT_PREFIX = "log_value."
+LOG_DICT_ID = 101
+LOG_ZSTD_LEVEL = 3
 DEFAULT_CONSUMER_GROUP = "grebe"
 
 # Dispatcher defaults.

@@ -16,8 +16,8 @@ from grebe.core.source import Outcome
 FUTURE = time.time() + 10 * 365 * 24 * 3600  # every message is "old" at this time
 
 
-async def _log(tmp_path, name="log.db", partitions=2) -> LocalLog:
-    log = LocalLog(tmp_path / name, partitions=partitions)
+async def _log(tmp_path, name="log.db", partitions=2, compress=True) -> LocalLog:
+    log = LocalLog(tmp_path / name, partitions=partitions, compress=compress)
     await log.open()
     return log
 
@@ -72,7 +72,8 @@ async def test_unread_topics_age_out_but_dead_letters_are_exempt(tmp_path):
 
 
 async def test_size_limit_keeps_the_newest_bytes_but_not_past_a_group(tmp_path):
-    log = await _log(tmp_path, partitions=1)
+    # max_bytes counts bytes at rest: raw values keep this arithmetic plain
+    log = await _log(tmp_path, partitions=1, compress=False)
     await _append(log, "posts", 100, key=b"k", size=99)  # 100 bytes a message with its key
     await log.trim(RetentionPolicy(max_bytes=1000), time.time())
     assert (await _offsets(log, "posts", 1))[0] == list(range(90, 100))
@@ -136,7 +137,8 @@ async def test_the_log_stays_bounded_under_a_steady_stream_through_a_source(tmp_
     """A LocalSource consuming a steady stream with a size limit: retention runs in the
     background, nothing uncommitted is lost, and the file stops growing."""
     path = tmp_path / "log.db"
-    producer_log = await _log(tmp_path, partitions=1)
+    # raw values (these would compress 50x): max_bytes counts bytes at rest
+    producer_log = await _log(tmp_path, partitions=1, compress=False)
     source = LocalSource(
         "s", LocalLog(path, partitions=1), topic="posts", commit_interval_s=0.01,
         retention=RetentionPolicy(max_bytes=20_000, interval_s=0.05),
@@ -184,7 +186,7 @@ async def test_a_new_log_returns_trimmed_space_to_the_file_system_and_keeps_kb_r
     with its float16 vector) sits in its b-tree page, not in an overflow page of its own."""
     import sqlite3
 
-    log = await _log(tmp_path, partitions=1)
+    log = await _log(tmp_path, partitions=1, compress=False)  # 1.3 KB at rest, too
     with sqlite3.connect(tmp_path / "log.db") as conn:
         assert conn.execute("PRAGMA page_size").fetchone()[0] == 8192
         assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # incremental

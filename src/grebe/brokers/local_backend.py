@@ -29,6 +29,9 @@ class LocalBrokerConfig(BrokerSettings):
     partitions: int = Field(default=C.DEFAULT_LOCAL_PARTITIONS, ge=1, le=255)
     synchronous: Literal["NORMAL", "FULL"] = C.DEFAULT_LOCAL_SYNCHRONOUS
     commit_interval_s: float = Field(default=C.DEFAULT_COMMIT_INTERVAL_S, ge=0)
+    # Store values zstd-compressed against the packaged log dictionary (~2.5x smaller
+    # for annotations); readers get the same bytes either way, and read both kinds.
+    compress_values: bool = True
     # Retention (brokers/local_retention.py): never past a consumer group's uncommitted
     # offset; None turns a limit off. Dead letters are exempt unless listed otherwise.
     retention_s: float | None = Field(default=C.DEFAULT_LOCAL_RETENTION_S, gt=0)
@@ -47,7 +50,7 @@ def local_log(config: GrebeConfig) -> LocalLog:
 
     local = _settings(config)
     return LocalLog(config.log_path, partitions=local.partitions,
-                    synchronous=local.synchronous)
+                    synchronous=local.synchronous, compress=local.compress_values)
 
 
 def local_retention(config: GrebeConfig) -> RetentionPolicy:
