@@ -1,20 +1,24 @@
 """Train the zstd dictionaries the SQLite store compresses annotation bodies against
-(`--kind body`) and the local log compresses message values against (`--kind log`).
+(`--kind body`), the local log compresses message values against (`--kind log`) and
+the hydration post table compresses posts against (`--kind post`).
 
     .venv/bin/python scripts/annotation_dict.py --first 2000 --posts 1000 \\
         --out src/grebe/data/annotation_body.1.zdict --dict-id 1
     .venv/bin/python scripts/annotation_dict.py --kind log --size 8192 \\
         --out src/grebe/data/log_value.101.zdict --dict-id 101
+    .venv/bin/python scripts/annotation_dict.py --kind post \\
+        --out src/grebe/data/post_body.201.zdict --dict-id 201
 
 Runs the six default text flows on real tweets (bench/data/tweets.jsonl lines
 `--first` .. `--first + --posts`, none of the first 600 that `bench/realflows.py`
 measures) exactly as a user does (`grebe ingest`, `grebe run --exit-when-done`, SQLite
 store), reads the msgpack bodies back (or every value of the local log: the input
-posts and the output topic's annotations) and trains a `--size`-byte dictionary on them.
+posts and the output topic's annotations; or the post table's bodies) and trains a
+`--size`-byte dictionary on them.
 
 A shipped dictionary is never edited or replaced: rows name it by id. Ship a better one
-as a new file with a new `--dict-id` and point `BODY_DICT_ID` (or `LOG_DICT_ID`,
-constants.py) at it.
+as a new file with a new `--dict-id` and point `BODY_DICT_ID` (`LOG_DICT_ID`,
+`POST_DICT_ID`: constants.py) at it.
 """
 
 from __future__ import annotations
@@ -73,9 +77,24 @@ def log_values(data_dir: Path) -> list[bytes]:
         return [bytes(v) for (v,) in conn.execute("SELECT value FROM messages")]
 
 
+def post_bodies(data_dir: Path) -> list[bytes]:
+    """The post table's bodies as JSON (a whole Post, defaults included: a dictionary
+    trained with the log's values leaves their common tail out)."""
+    with sqlite3.connect(data_dir / "posts.db") as conn:
+        rows = [bytes(b) for (b,) in conn.execute("SELECT body FROM posts")]
+    if all(b[:1] == b"{" for b in rows):  # a tree before compressed posts wrote them
+        return rows
+    from grebe.hydration.sqlite import _body
+
+    return [_body(b) for b in rows]
+
+
+SAMPLES = {"body": bodies, "log": log_values, "post": post_bodies}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kind", choices=("body", "log"), default="body")
+    parser.add_argument("--kind", choices=sorted(SAMPLES), default="body")
     parser.add_argument("--first", type=int, default=2000)
     parser.add_argument("--posts", type=int, default=1000)
     parser.add_argument("--size", type=int, default=4096)
@@ -84,7 +103,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="grebe-dict-") as tmp:
         data_dir = annotate(args.first, args.posts, Path(tmp))
-        samples = bodies(data_dir) if args.kind == "body" else log_values(data_dir)
+        samples = SAMPLES[args.kind](data_dir)
     if len(samples) < args.posts:
         raise SystemExit(f"only {len(samples)} samples from {args.posts} posts")
     trained = zstandard.train_dictionary(args.size, samples, dict_id=args.dict_id)

@@ -30,6 +30,10 @@ BODY_ZSTD_LEVEL = 3
 LOG_DICT_PREFIX = "log_value."
 LOG_DICT_ID = 101
 LOG_ZSTD_LEVEL = 3
+# ...and how the hydration post table stores posts (grebe.hydration.sqlite).
+POST_DICT_PREFIX = "post_body."
+POST_DICT_ID = 201
+POST_ZSTD_LEVEL = 3
 DEFAULT_CONSUMER_GROUP = "grebe"
 
 # Dispatcher defaults.
