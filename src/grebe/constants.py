@@ -18,8 +18,10 @@ NO_OUTPUT_BROKER = "none"
 DEFAULT_INPUT_TOPIC = "posts"
 DEFAULT_OUTPUT_TOPIC = "annotations"
 DEFAULT_DEAD_LETTER_TOPIC = "dead-letters"
-# How the output topic carries an embedding (grebe.codec.WireVector): float16 bytes.
-WIRE_VECTOR_DTYPE = "f16"
+# How the output topic carries an embedding (grebe.codec.WireVector): int8 with a scale;
+# float16 bytes as earlier versions sent them still decode.
+WIRE_VECTOR_DTYPE = "i8"
+WIRE_VECTOR_F16 = "f16"
 # How the SQLite store compresses annotation bodies (grebe.stores.bodies): zstd against
 # the packaged dictionary `grebe/data/annotation_body.<id>.zdict` with this id.
 BODY_DICT_PREFIX = "annotation_body."

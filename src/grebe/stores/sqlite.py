@@ -13,8 +13,9 @@ column is added on open: the migration) have "" and accept the next fingerprint.
 
 Bodies are msgpack with the embedding taken out, compressed with zstd against a packaged
 dictionary (stores/bodies.py: ~3.1 -> ~0.66 KB per post of six flows); the embedding
-lives in `vectors` as float16 bytes, named by a digest, so a vector two plans share is
-stored once (stores/vectors.py), and a 384-d annotation costs ~1 KB instead of ~8 KB.
+lives in `vectors` as int8 with a scale (float16 in rows of earlier versions), named by
+a digest, so a vector two plans share is stored once (stores/vectors.py), and a 384-d
+annotation costs ~0.5 KB instead of ~8 KB.
 Rows written by earlier versions, as JSON (their body starts with "{") or as plain
 msgpack, still read back unchanged: no rewrite is needed.
 
