@@ -73,8 +73,8 @@ _UPSERT = (
     "fingerprint = excluded.fingerprint, vector = excluded.vector"
 )
 _SELECT = (
-    "SELECT a.created_at, a.body, v.dims, v.dtype, v.data FROM annotations a "
-    "LEFT JOIN vectors v ON v.digest = a.vector"
+    "SELECT a.created_at, a.updated_at, a.fingerprint, a.body, v.dims, v.dtype, v.data "
+    "FROM annotations a LEFT JOIN vectors v ON v.digest = a.vector"
 )
 
 _encoder = msgspec.msgpack.Encoder()
@@ -124,12 +124,14 @@ def _upsert(conn: sqlite3.Connection, rows: list[Row]) -> dict[int, str]:
 
 
 def _encode(annotation: Annotation) -> tuple[bytes, PackedVector | None]:
-    """The row body (msgpack without the embedding, zstd against the packaged
-    dictionary) and the embedding to store apart."""
-    if annotation.embedding is None:
-        return bodies.compress(_encoder.encode(annotation)), None
-    body = _encoder.encode(msgspec.structs.replace(annotation, embedding=None))
-    return bodies.compress(body), pack(annotation.embedding)
+    """The row body (msgpack, zstd against the packaged dictionary) and the embedding to
+    store apart. The body leaves out what the row's columns hold and no dictionary can
+    shrink (the fingerprint's 32 hex digits, two timestamps: ~150 bytes a post of six
+    flows compressed); `_decode` puts them back from the columns."""
+    body = _encoder.encode(msgspec.structs.replace(
+        annotation, embedding=None, content_fingerprint="", created_at=0.0, updated_at=0.0))
+    vector = None if annotation.embedding is None else pack(annotation.embedding)
+    return bodies.compress(body), vector
 
 
 def _row(a: Annotation) -> Row:
@@ -139,8 +141,8 @@ def _row(a: Annotation) -> Row:
 
 
 def _decode(
-    created_at: float, body: bytes, dims: int | None = None, dtype: str | None = None,
-    data: bytes | None = None,
+    created_at: float, updated_at: float, fingerprint: str, body: bytes,
+    dims: int | None = None, dtype: str | None = None, data: bytes | None = None,
 ) -> Annotation:
     if body[:1] == b"{":  # written as JSON by an earlier version, embedding inline
         annotation = _json_decoder.decode(body)
@@ -149,7 +151,10 @@ def _decode(
                                      else body)
         if data is not None and dims is not None and dtype is not None:
             annotation.embedding = unpack(dims, dtype, data)
+    # The columns hold these for every row (bodies of earlier versions hold them too).
     annotation.created_at = created_at
+    annotation.updated_at = updated_at
+    annotation.content_fingerprint = annotation.content_fingerprint or fingerprint
     return annotation
 
 
