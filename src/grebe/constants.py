@@ -85,6 +85,9 @@ DEFAULT_SQLITE_BUSY_TIMEOUT_S = 30.0
 LOCAL_POLL_MIN_S = 0.002  # cross-process wait: first re-check of the log after this...
 LOCAL_POLL_MAX_S = 0.1  # ...doubling up to this
 DEFAULT_LOCAL_RETENTION_S = 7 * 24 * 3600.0  # a week of the local log, then trimmed
+# The output topic on the local log repeats what the annotation store keeps (1.7 KB a
+# post of six flows): an hour of it, unless a consumer group has not committed it.
+DEFAULT_LOCAL_OUTPUT_RETENTION_S = 3600.0
 DEFAULT_LOCAL_RETENTION_INTERVAL_S = 60.0
 CONSUMER_LOCK_TIMEOUT_S = 10.0  # wait this long for a previous consumer's lock on start
 DLQ_REPLAY_GROUP = "grebe-dlq-replay"

@@ -196,3 +196,37 @@ async def test_a_new_log_returns_trimmed_space_to_the_file_system_and_keeps_kb_r
     await log.trim(RetentionPolicy(max_age_s=1), FUTURE)
     assert _checkpointed_size(tmp_path / "log.db") < full / 10
     await log.close()
+
+
+async def test_the_output_topic_keeps_its_own_shorter_age_but_never_past_a_group(tmp_path):
+    """The output topic repeats the annotation store: it ages out after its own
+    `max_age_by_topic` (an hour by default), the input topic after the log's week; a
+    group reading the output topic still keeps what it has not committed."""
+    log = await _log(tmp_path, partitions=1)
+    await _append(log, "posts", 10)
+    await _append(log, "annotations", 10)
+    await log.commit("grebe", "posts", {0: 10})
+    policy = RetentionPolicy(max_age_s=7 * 86400, max_age_by_topic={"annotations": 3600})
+    assert policy.active and policy.max_age_of("posts") == 7 * 86400
+    assert await log.trim(policy, time.time() + 60) == {}
+    assert await log.trim(policy, time.time() + 2 * 3600) == {"annotations": 10}
+    assert (await _offsets(log, "posts", 1))[0] == list(range(10))
+    await _append(log, "annotations", 10)
+    await log.commit("reader", "annotations", {0: 14})
+    assert await log.trim(policy, time.time() + 2 * 3600) == {"annotations": 4}
+    assert (await _offsets(log, "annotations", 1))[0] == list(range(14, 20))
+    await log.close()
+
+
+def test_the_output_topic_age_comes_from_the_config_when_output_is_on_the_local_log(
+        tmp_path):
+    from grebe.brokers.local_backend import local_retention
+    from grebe.config import load_config
+
+    default = local_retention(load_config(data_dir=tmp_path, output={"topic": "out"}))
+    assert dict(default.max_age_by_topic) == {"out": 3600.0}
+    off = local_retention(load_config(data_dir=tmp_path, output={"broker": "none"}))
+    assert dict(off.max_age_by_topic) == {}
+    same = local_retention(load_config(data_dir=tmp_path,
+                                       local={"output_retention_s": None}))
+    assert dict(same.max_age_by_topic) == {} and same.max_age_s == 7 * 24 * 3600.0
