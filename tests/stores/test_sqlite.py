@@ -239,3 +239,36 @@ async def test_float16_vectors_of_the_previous_version_still_read(store, tmp_pat
     new = np.asarray((await store.get("new"))[0].embedding)
     assert float(new @ np.asarray(_unit(3))) > 0.9999
     assert vectors.pack([float("inf"), 1.0]).dtype == vectors.DTYPE_F16
+
+
+async def test_vectors_fill_pages_in_a_new_store_and_a_store_keyed_by_digest_still_works(
+        tmp_path):
+    """A new store's `vectors` is a rowid table (rows in insertion order fill their
+    pages; a random digest key left them ~75% full); a store created with the earlier
+    WITHOUT ROWID table keeps it, and shares and reads vectors the same way."""
+    import sqlite3
+
+    import numpy as np
+
+    new = SqliteStore(tmp_path / "new.db")
+    await new.start()
+    await new.upsert([_annotation(f"p{i}", "mm_emb_v5", embedding=_unit(i)) for i in range(50)])
+    await new.stop()
+    with sqlite3.connect(tmp_path / "new.db") as conn:
+        assert conn.execute("SELECT max(rowid) FROM vectors").fetchone()[0] == 50
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE vectors (digest BLOB PRIMARY KEY, dims INTEGER NOT NULL, "
+                     "dtype TEXT NOT NULL, data BLOB NOT NULL) WITHOUT ROWID")
+    old = SqliteStore(path)
+    await old.start()
+    try:
+        text = _unit(7)
+        await old.upsert([_annotation("p", "post_embedding_with_summary", embedding=text),
+                          _annotation("p", "mm_emb_v5", embedding=text)])
+        rows = await old.get("p")
+        assert all(float(np.asarray(r.embedding) @ np.asarray(text)) > 0.9999 for r in rows)
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("SELECT count(*) FROM vectors").fetchone()[0] == 1
+    finally:
+        await old.stop()
