@@ -16,8 +16,9 @@ store. It prints:
 - peak RSS per process;
 - p50/p99 ingest -> annotation latency with posts arriving at 50% and at 100% of the
   measured throughput (a second and third run, posts appended while grebe runs);
-- bytes per post on disk (log + store), split by file and by topic of the log; and the
-  cosine between each float32 embedding and what a reader decodes from the output topic;
+- bytes per post on disk (log + store), split by file and by topic of the log, and what
+  the log holds once the output topic's retention has passed; and the cosine between
+  each float32 embedding and what a reader decodes from the output topic;
 - the model limit: the same posts through the same models in one process, each model
   once per post at its best batch shape (length-sorted batches of 64), and the ratio of
   grebe's CPU per post to it (1.0 would be no overhead at all).
@@ -40,6 +41,7 @@ import contextlib
 import json
 import os
 import resource
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -187,6 +189,25 @@ def disk_split(data_dir: Path, n: int) -> dict[str, float]:
     return split
 
 
+def log_once_output_aged_out(data_dir: Path, n: int, topic: str = "annotations") -> float:
+    """Bytes per post the log would hold once the output topic's retention has passed
+    (it repeats the annotation store; `local.output_retention_s`): a copy of the log
+    without that topic's messages, packed by VACUUM INTO. Plain SQL, so it measures a
+    tree before that retention existed the same way."""
+    log_db = data_dir / "log.db"
+    if not log_db.exists():
+        return 0.0
+    with tempfile.TemporaryDirectory(prefix="grebe-logcopy-") as tmp:
+        copy, packed = Path(tmp) / "log.db", Path(tmp) / "packed.db"
+        shutil.copy(log_db, copy)
+        with contextlib.closing(sqlite3.connect(copy)) as conn:
+            conn.execute("DELETE FROM messages WHERE topic_id IN "
+                         "(SELECT id FROM topics WHERE name = ?)", (topic,))
+            conn.commit()
+            conn.execute("VACUUM INTO ?", (str(packed),))
+        return packed.stat().st_size / n
+
+
 def ingest(config: Path, path: Path) -> None:
     subprocess.run([GREBE, "ingest", str(path), "-c", str(config)], check=True,
                    stdout=subprocess.DEVNULL, env=CHILD_ENV)
@@ -223,6 +244,7 @@ def throughput_run(n: int, flows: list[str], engines: int | None) -> dict:
         "peak_rss_mb_by_process": {
             watch.names[p]: watch.peak_kb[p] / 1024 for p in sorted(watch.peak_kb)},
         "bytes_per_post": on_disk / n, "bytes_per_post_split": disk_split(data_dir, n),
+        "log_bytes_per_post_once_output_aged_out": log_once_output_aged_out(data_dir, n),
     }
 
 
@@ -431,6 +453,10 @@ def measure(args: argparse.Namespace, flows: list[str]) -> None:
     print(f"  on disk           {grebe['bytes_per_post']:8.0f} bytes per post (log + store)")
     for name, size in grebe["bytes_per_post_split"].items():
         print(f"    {name:<24}{size:8.0f} bytes per post")
+    aged = grebe["log_bytes_per_post_once_output_aged_out"]
+    steady = grebe["bytes_per_post"] - grebe["bytes_per_post_split"].get("log", 0.0) + aged
+    print(f"  on disk once the output topic aged out {steady:8.0f} bytes per post "
+          f"(log {aged:.0f})")
     print(f"  output topic vectors: cosine float32 -> wire p50 {limit['wire_cosine_p50']:.9f}"
           f" min {limit['wire_cosine_min']:.9f} ({limit['vectors']} vectors)")
     for row in latency:

@@ -18,13 +18,24 @@ NO_OUTPUT_BROKER = "none"
 DEFAULT_INPUT_TOPIC = "posts"
 DEFAULT_OUTPUT_TOPIC = "annotations"
 DEFAULT_DEAD_LETTER_TOPIC = "dead-letters"
-# How the output topic carries an embedding (grebe.codec.WireVector): float16 bytes.
-WIRE_VECTOR_DTYPE = "f16"
+# How the output topic carries an embedding (grebe.codec.WireVector): int8 with a scale;
+# float16 bytes as earlier versions sent them still decode.
+WIRE_VECTOR_DTYPE = "i8"
+WIRE_VECTOR_F16 = "f16"
 # How the SQLite store compresses annotation bodies (grebe.stores.bodies): zstd against
 # the packaged dictionary `grebe/data/annotation_body.<id>.zdict` with this id.
 BODY_DICT_PREFIX = "annotation_body."
 BODY_DICT_ID = 1
 BODY_ZSTD_LEVEL = 3
+# How the local log stores message values (grebe.brokers.local_sql): zstd against
+# `grebe/data/log_value.<id>.zdict` (ids apart from the bodies', so a frame names its kind).
+LOG_DICT_PREFIX = "log_value."
+LOG_DICT_ID = 101
+LOG_ZSTD_LEVEL = 3
+# ...and how the hydration post table stores posts (grebe.hydration.sqlite).
+POST_DICT_PREFIX = "post_body."
+POST_DICT_ID = 201
+POST_ZSTD_LEVEL = 3
 DEFAULT_CONSUMER_GROUP = "grebe"
 
 # Dispatcher defaults.
@@ -76,6 +87,9 @@ DEFAULT_SQLITE_BUSY_TIMEOUT_S = 30.0
 LOCAL_POLL_MIN_S = 0.002  # cross-process wait: first re-check of the log after this...
 LOCAL_POLL_MAX_S = 0.1  # ...doubling up to this
 DEFAULT_LOCAL_RETENTION_S = 7 * 24 * 3600.0  # a week of the local log, then trimmed
+# The output topic on the local log repeats what the annotation store keeps (1.7 KB a
+# post of six flows): an hour of it, unless a consumer group has not committed it.
+DEFAULT_LOCAL_OUTPUT_RETENTION_S = 3600.0
 DEFAULT_LOCAL_RETENTION_INTERVAL_S = 60.0
 CONSUMER_LOCK_TIMEOUT_S = 10.0  # wait this long for a previous consumer's lock on start
 DLQ_REPLAY_GROUP = "grebe-dlq-replay"
