@@ -8,6 +8,7 @@ never built to be filtered."""
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Sequence
+from operator import truth
 from typing import Protocol
 
 import numpy as np
@@ -104,7 +105,8 @@ def content_ids(candidates: Sequence[FeedCandidate]) -> list[str]:
     gives it, read from the columns (np.where over the id columns in a frame)."""
     posts, sources = column(candidates, "post_id"), column(candidates, "source_post_id")
     if isinstance(posts, np.ndarray) and isinstance(sources, np.ndarray):
-        return np.where(np.equal(sources, None), posts, sources).tolist()  # type: ignore[no-any-return]
+        shown = np.fromiter(map(truth, sources), dtype=bool, count=len(sources))
+        return np.where(shown, sources, posts).tolist()  # type: ignore[no-any-return]
     return [source or post for source, post in zip(sources, posts, strict=True)]
 
 
