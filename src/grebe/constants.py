@@ -157,6 +157,9 @@ FEED_RETRY_AFTER_S = 1  # the Retry-After of that 503, in seconds
 #: at most this many viewers (grebe.feed.sources; 0 s: searched on every request).
 FEED_NEIGHBOURHOOD_TTL_S = 30.0
 FEED_NEIGHBOURHOOD_VIEWERS = 4096
+#: ... and searched again once what is left of it is below this share of what the
+#: search gave (the viewer has seen or followed the rest).
+FEED_NEIGHBOURHOOD_REFILL = 0.75
 
 # Environment variable prefix for config overrides: GREBE_DISPATCHER__MAX_IN_FLIGHT=...
 ENV_PREFIX = "GREBE_"

@@ -20,6 +20,7 @@ from typing import Protocol
 import numpy as np
 from cachetools import TTLCache
 
+from grebe import constants as C
 from grebe.thunder.store import LightPost
 
 
@@ -35,10 +36,10 @@ class Neighbourhood:
     their columns (grebe.feed.sources.post_columns); `more` says whether the index
     may hold further posts (a search came back full)."""
 
-    __slots__ = ("columns", "ids", "more", "posts", "similarity")
+    __slots__ = ("columns", "filled", "ids", "more", "posts", "similarity")
 
-    def __init__(self, found: Iterable[Iterable[tuple[str, float]]], posts: PostLookup,
-                 floor: float, more: bool,
+    def __init__(self, found: Iterable[Iterable[tuple[str, float]]],
+                 get: Callable[[str], LightPost | None], floor: float, more: bool,
                  columns_of: Callable[[Sequence[LightPost]], dict[str, np.ndarray]]) -> None:
         # Best similarity per post: in ascending order of similarity, the dict keeps
         # each id's last (best) value; then by similarity, equal ones in id order.
@@ -49,23 +50,31 @@ class Neighbourhood:
         similarity = np.fromiter(map(_SIMILARITY, ranked), dtype=np.float64,
                                  count=len(ranked))
         ranked = ranked[: int(np.count_nonzero(similarity >= floor))]
-        held = list(map(posts.get, map(_ID, ranked)))
+        held = list(map(get, map(_ID, ranked)))
         alive = [i for i, post in enumerate(held) if post is not None]
         self.posts: list[LightPost] = [held[i] for i in alive]  # type: ignore[misc]
         self.ids: list[str] = [post.post_id for post in self.posts]
         self.similarity = similarity[alive] if len(alive) else np.empty(0)
         self.columns = columns_of(self.posts)
         self.more = more
+        #: How many posts the first request given this neighbourhood took from it.
+        self.filled = 0
+
+    def stale(self, picked: int, k: int) -> bool:
+        """Whether to search again rather than serve `picked` of k posts: the viewer has
+        used up more than a quarter (NEIGHBOURHOOD_REFILL) of what the search gave,
+        and the index may hold more."""
+        return picked < k and self.more and picked < self.filled * C.FEED_NEIGHBOURHOOD_REFILL
 
     def __len__(self) -> int:
         return len(self.ids)
 
-    def pick(self, k: int, *, posts: PostLookup, exclude: Sequence[Container[str]],
-             authors: Container[str]) -> np.ndarray:
+    def pick(self, k: int, *, get: Callable[[str], LightPost | None],
+             exclude: Sequence[Container[str]], authors: Container[str]) -> np.ndarray:
         """Positions of the first k posts not in any of `exclude`, not by `authors` and
-        still held by `posts` (the same object: not deleted, expired or replaced)."""
+        still what `get` holds (the same object: not deleted, expired or replaced)."""
         n = len(self.ids)
-        drop = np.fromiter(map(is_, map(posts.get, self.ids), self.posts), dtype=bool,
+        drop = np.fromiter(map(is_, map(get, self.ids), self.posts), dtype=bool,
                            count=n)
         np.logical_not(drop, out=drop)
         for ids in exclude:
