@@ -188,10 +188,13 @@ class CandidateFrame(Sequence[R]):
                 has[rows] = True
         if store.rows:  # rows built before see the new values, as shared objects would
             built = store.rows
-            for i, value in zip(self.positions().tolist(), array.tolist(), strict=True):
-                obj = built.get(i)
-                if obj is not None:
-                    store.assign(obj, name, value)
+            positions = self.positions()
+            # Only the built rows (the page, the removed posts: tens) are visited, not
+            # every row of the view.
+            at = np.flatnonzero(np.isin(positions, np.fromiter(built, dtype=np.intp,
+                                                               count=len(built))))
+            for i, value in zip(positions[at].tolist(), array[at].tolist(), strict=True):
+                store.assign(built[i], name, value)
 
     def take(self, indices: Sequence[int] | np.ndarray) -> CandidateFrame[R]:
         """The rows at these positions of this frame, in that order."""

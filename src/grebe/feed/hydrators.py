@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ import numpy as np
 from grebe.feed.candidates import FeedCandidate, HomeQuery
 from grebe.feed.components import Columns, Patch
 from grebe.feed.features import FEATURES, FeatureCache
-from grebe.feed.frame import column
+from grebe.feed.filters import content_ids
 from grebe.feed.indexing import embedding_of
 from grebe.feed.settings import FeedSettings
 from grebe.feed.viewers import ViewerDirectory
@@ -124,7 +125,9 @@ class AnnotationHydrator:
 
     async def hydrate(self, query: HomeQuery, candidates: Sequence[FeedCandidate]
                       ) -> Columns:
-        found = await self.features.get_many([source or post for source, post in zip(
-            column(candidates, "source_post_id"), column(candidates, "post_id"),
-            strict=True)])  # content ids
-        return Columns({key: [f[key] for f in found] for key in FEATURES})
+        found = await self.features.get_many(content_ids(candidates))
+        names = (*FEATURES, *self.features.numbers)
+        # One C itemgetter per post and one transposition, not a pass per attribute.
+        values = list(zip(*map(itemgetter(*names), found), strict=True)) if found \
+            else [()] * len(names)
+        return Columns(zip(names, values, strict=True))

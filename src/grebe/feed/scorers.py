@@ -23,6 +23,23 @@ def _similarities(candidates: Sequence[FeedCandidate]) -> np.ndarray:
     return np.fromiter((v or 0.0 for v in values), dtype=np.float64, count=len(values))
 
 
+def score_columns(settings: FeedSettings) -> dict[str, tuple[str, float]]:
+    """The scores the ranker reads as floats (candidate attribute -> (annotation score
+    key, default)): what the feature cache keeps per post besides the scores dict."""
+    return {"quality": (settings.quality_score_key, settings.quality_default),
+            "engagement": (settings.engagement_score_key, 0.0)}
+
+
+def _score(candidates: Sequence[FeedCandidate], name: str, key: str, default: float,
+           n: int) -> np.ndarray:
+    """One score of every candidate: a frame's float column when the hydrator gave one,
+    else read from each candidate's scores dict (the definition)."""
+    if isinstance(candidates, CandidateFrame) and candidates.has(name):
+        return numbers(candidates, name)
+    return np.array([sc.get(key, default) for sc in column(candidates, "scores")],
+                    dtype=np.float64).reshape(n)
+
+
 def _joined(embeddings: list[Any], dim: int) -> np.ndarray | None:
     """The embeddings as one float32 matrix when every one is a vector of `dim` values,
     else None. One concatenate: `np.stack` wraps each row in Python first (1,500 rows
@@ -97,14 +114,11 @@ class WeightedScorer:
         default_quality = s.quality_default
         n = len(candidates)
         ages = np.maximum(0.0, query.now - numbers(candidates, "created_at"))
-        scores = column(candidates, "scores")
         return np.stack([
             interest,
             np.power(0.5, ages / s.recency_half_life_s),
-            np.array([sc.get(quality_key, default_quality) for sc in scores],
-                     dtype=np.float64).reshape(n),
-            np.array([sc.get(engagement_key, 0.0) for sc in scores],
-                     dtype=np.float64).reshape(n),
+            _score(candidates, "quality", quality_key, default_quality, n),
+            _score(candidates, "engagement", engagement_key, 0.0, n),
             numbers(candidates, "in_network"),
         ], axis=1)
 
