@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from grebe.inference.minilm import MODEL_NAME, MiniLMModel
+from grebe.inference.minilm import MiniLMModel
+from grebe.inference.minilm_quant import QUANTIZED_NAME as MODEL_NAME
 
 CHUNK = 1024
 DEFAULT_CORPORA = Path.home() / ".cache" / "grebe" / "corpora"
@@ -41,7 +42,7 @@ class EmbeddingCache:
         if not missing:
             return
         if self._model is None:
-            self._model = MiniLMModel(run_batch_size=16)
+            self._model = MiniLMModel(run_batch_size=16, quantize=True)
         started = time.perf_counter()
         for start in range(0, len(missing), CHUNK):
             chunk = missing[start : start + CHUNK]

@@ -47,7 +47,8 @@ from grebe.inference.heads import (
     packaged_heads_dir,
 )
 from grebe.inference.heads_ngram import ANALYZER, N_FEATURES, NGRAM_RANGE, CharNgrams
-from grebe.inference.minilm import DIM, MODEL_NAME
+from grebe.inference.minilm import DIM
+from grebe.inference.minilm_quant import QUANTIZED_NAME as MODEL_NAME
 
 SEED = 0
 C_GRID = (0.3, 1.0, 3.0, 10.0)

@@ -57,6 +57,7 @@ def build_embedder(config: InferenceConfig) -> Embedder:
         max_concurrent_batches=cfg.max_concurrent_batches,
         intra_op_threads=config.minilm.intra_op_threads,
         intra_op_spinning=config.minilm.intra_op_spinning,
+        quantize=config.minilm.quantize,
     )
 
 

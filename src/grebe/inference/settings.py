@@ -20,6 +20,8 @@ inference:
     model_dir: null            # a dir with model.onnx + tokenizer.json (default: packaged)
     intra_op_threads: null     # ONNX threads (default: cores / concurrent batches)
     intra_op_spinning: false   # let idle ONNX threads busy-wait (costs CPU on shared cores)
+    quantize: false            # run the dynamic-int8 model derived from model.onnx (2.3x
+                               # less CPU; the trained heads expect it: see docs/quality.md)
   language_id: true            # load py3langid (flows skip it when no plan needs it)
   chat:                        # structured-output LLM (flows' plans.classifier: llm), off
     backend: openai            # none | openai; default: openai when base_url (or model)
@@ -103,6 +105,8 @@ class MiniLMConfig(Section):
     intra_op_threads: int | None = Field(default=None, ge=1)
     # Off: busy-waiting threads burn CPU that engines sharing the cores need.
     intra_op_spinning: bool = False
+    # On: integer arithmetic, 2.3x less CPU per text (grebe.inference.minilm_quant).
+    quantize: bool = False
 
 
 class ChatConfig(Section):
