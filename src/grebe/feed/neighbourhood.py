@@ -108,6 +108,11 @@ class NeighbourhoodCache:
         if self._cache is not None:
             self._cache[key] = hood
 
+    def clear(self) -> None:
+        """Forget every neighbourhood (bench/feed_components.py times a search so)."""
+        if self._cache is not None:
+            self._cache.clear()
+
 
 _ID = itemgetter(0)
 _SIMILARITY = itemgetter(1)
