@@ -169,6 +169,13 @@ FEED_SEEN_WINDOW_S = 24 * 3600.0
 #: feed-serve: home requests running at once; beyond it a fast 503 (grebe.feed.admission).
 FEED_MAX_CONCURRENT_REQUESTS = 4
 FEED_RETRY_AFTER_S = 1  # the Retry-After of that 503, in seconds
+#: A viewer's out-of-network neighbourhood (ANN search results) is reused this long, for
+#: at most this many viewers (grebe.feed.sources; 0 s: searched on every request).
+FEED_NEIGHBOURHOOD_TTL_S = 30.0
+FEED_NEIGHBOURHOOD_VIEWERS = 4096
+#: ... and searched again once what is left of it is below this share of what the
+#: search gave (the viewer has seen or followed the rest).
+FEED_NEIGHBOURHOOD_REFILL = 0.75
 
 # Environment variable prefix for config overrides: GREBE_DISPATCHER__MAX_IN_FLIGHT=...
 ENV_PREFIX = "GREBE_"
