@@ -16,7 +16,9 @@ wait behind earlier ones) for `--seconds`, each from a different viewer in turn.
 `--max-in-flight N`, a request arriving while N are running is refused at once, as
 `feed-serve`'s admission control answers 503 (counted, not in the latencies).
 Printed: latency p50/p99, CPU time per request (what the code costs, whatever the
-neighbours' load), the highest rate one core could sustain (1 / CPU per request), and
+neighbours' load), the highest rate one core could sustain (1 / CPU per request), how
+many out-of-network neighbourhoods were kept or searched (a viewer returns every
+`--viewers / --rate` seconds; `feed.neighbourhood_cache_s` keeps one 30 s), and
 each pipeline component's median wall time (near its CPU at a rate the core keeps up
 with; inflated by waits when requests queue).
 """
@@ -175,6 +177,9 @@ async def run(args: argparse.Namespace) -> None:
     print(f"  latency p50 {p50:7.1f} ms   p99 {p99:7.1f} ms (served requests)")
     print(f"  CPU per request (process) {cpu_per * 1e3:.1f} ms -> one core sustains "
           f"~{1 / cpu_per:.0f} requests/s")
+    hoods = getattr(feed.pipeline.sources[-1], "neighbourhoods", None)
+    if hoods is not None:  # grebe.feed.neighbourhood: searches saved by the kept ones
+        print(f"  out-of-network neighbourhoods: {hoods.hits} kept, {hoods.misses} searched")
     print("  component wall p50 (ms): " + ", ".join(
         f"{name} {statistics.median(values) * 1e3:.2f}" for name, values in components.items()))
 

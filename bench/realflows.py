@@ -16,13 +16,21 @@ store. It prints:
 - peak RSS per process;
 - p50/p99 ingest -> annotation latency with posts arriving at 50% and at 100% of the
   measured throughput (a second and third run, posts appended while grebe runs);
-- bytes per post on disk (log + store), split by file and by topic of the log; and the
-  cosine between each float32 embedding and what a reader decodes from the output topic;
+- bytes per post on disk (log + store), split by file and by topic of the log, and what
+  the log holds once the output topic's retention has passed; and the cosine between
+  each float32 embedding and what a reader decodes from the output topic;
 - the model limit: the same posts through the same models in one process, each model
   once per post at its best batch shape (length-sorted batches of 64), and the ratio of
   grebe's CPU per post to it (1.0 would be no overhead at all).
 
 CPU ms per post is the figure that holds on a busy machine; posts/s is not.
+
+Bytecode: `pip install` compiles every module, and a checkout writes `__pycache__` on its
+first import, so a user's `grebe run` reads .pyc files. Where PYTHONDONTWRITEBYTECODE is
+set (as on the reference machine), every start compiled every module again (about half
+of the dispatcher's start-up CPU), so the bench gives its `grebe` processes a pycache
+(PYTHONPYCACHEPREFIX, under the bench's cache directory) and fills it with one unmeasured
+warm-up run first. `--no-bytecode` measures the old way.
 """
 
 from __future__ import annotations
@@ -33,12 +41,14 @@ import contextlib
 import json
 import os
 import resource
+import shutil
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +60,16 @@ GREBE = str(Path(sys.executable).parent / "grebe")
 FLOWS = ["spam_comment", "post_safety", "safety_ptos", "banger_initial_screen",
          "post_embedding_with_summary", "mm_emb_v5"]
 TICK = os.sysconf("SC_CLK_TCK")
+PYCACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "grebe-bench-pycache"
+#: The environment of every `grebe` process the bench starts (see "Bytecode" above).
+CHILD_ENV = dict(os.environ)
+
+
+def use_bytecode() -> None:
+    """Let the `grebe` processes read and write .pyc files, as an installed grebe does."""
+    CHILD_ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+    if sys.flags.dont_write_bytecode:  # this environment forbids __pycache__: keep them apart
+        CHILD_ENV["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
 
 
 def write_config(data_dir: Path, flows: list[str], engines: int | None) -> Path:
@@ -169,9 +189,28 @@ def disk_split(data_dir: Path, n: int) -> dict[str, float]:
     return split
 
 
+def log_once_output_aged_out(data_dir: Path, n: int, topic: str = "annotations") -> float:
+    """Bytes per post the log would hold once the output topic's retention has passed
+    (it repeats the annotation store; `local.output_retention_s`): a copy of the log
+    without that topic's messages, packed by VACUUM INTO. Plain SQL, so it measures a
+    tree before that retention existed the same way."""
+    log_db = data_dir / "log.db"
+    if not log_db.exists():
+        return 0.0
+    with tempfile.TemporaryDirectory(prefix="grebe-logcopy-") as tmp:
+        copy, packed = Path(tmp) / "log.db", Path(tmp) / "packed.db"
+        shutil.copy(log_db, copy)
+        with contextlib.closing(sqlite3.connect(copy)) as conn:
+            conn.execute("DELETE FROM messages WHERE topic_id IN "
+                         "(SELECT id FROM topics WHERE name = ?)", (topic,))
+            conn.commit()
+            conn.execute("VACUUM INTO ?", (str(packed),))
+        return packed.stat().st_size / n
+
+
 def ingest(config: Path, path: Path) -> None:
     subprocess.run([GREBE, "ingest", str(path), "-c", str(config)], check=True,
-                   stdout=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, env=CHILD_ENV)
 
 
 def throughput_run(n: int, flows: list[str], engines: int | None) -> dict:
@@ -181,7 +220,7 @@ def throughput_run(n: int, flows: list[str], engines: int | None) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.time()
     proc = subprocess.Popen([GREBE, "run", "-c", str(config), "--exit-when-done"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=CHILD_ENV)
     watch = ProcessWatch(proc.pid)
     first = None
     while proc.poll() is None:
@@ -205,6 +244,7 @@ def throughput_run(n: int, flows: list[str], engines: int | None) -> dict:
         "peak_rss_mb_by_process": {
             watch.names[p]: watch.peak_kb[p] / 1024 for p in sorted(watch.peak_kb)},
         "bytes_per_post": on_disk / n, "bytes_per_post_split": disk_split(data_dir, n),
+        "log_bytes_per_post_once_output_aged_out": log_once_output_aged_out(data_dir, n),
     }
 
 
@@ -215,7 +255,7 @@ def latency_run(n: int, rate: float, flows: list[str], engines: int | None) -> d
     config = write_config(data_dir, flows, engines)
     ingest(config, posts_file(1, data_dir, "warm"))  # start-up is not latency
     proc = subprocess.Popen([GREBE, "run", "-c", str(config)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=CHILD_ENV)
     try:
         while not annotation_times(data_dir):
             time.sleep(0.1)
@@ -330,8 +370,11 @@ def startup_only(runs: int, flows: list[str], engines: int | None) -> None:
     for _ in range(runs):
         load = os.getloadavg()[0]
         row = throughput_run(1, flows, engines)
+        split = ", ".join(f"{name} {ms / 1000:.2f}"
+                          for name, ms in row["cpu_ms_per_post_by_process"].items())
         print(f"first annotation {row['first_annotation_s']:6.2f} s after start, "
-              f"exit {row['wall_s']:6.2f} s (load average {load:.2f})")
+              f"exit {row['wall_s']:6.2f} s, CPU {row['cpu_ms_per_post'] / 1000:.2f} s "
+              f"({split}) (load average {load:.2f})")
 
 
 def main() -> None:
@@ -343,11 +386,36 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--startup-only", type=int, default=0, metavar="RUNS",
                         help="only time start -> first annotation of one post, RUNS times")
+    parser.add_argument("--busy", type=int, default=0, metavar="N",
+                        help="keep N CPU-bound processes spinning meanwhile (a busy machine)")
+    parser.add_argument("--no-bytecode", action="store_true",
+                        help="as PYTHONDONTWRITEBYTECODE says: compile every module at start")
     args = parser.parse_args()
     flows = args.flows.split(",")
-    if args.startup_only:
-        startup_only(args.startup_only, flows, args.engines)
-        return
+    if not args.no_bytecode:
+        use_bytecode()
+        throughput_run(1, flows, args.engines)  # warm-up: writes the .pyc files, unmeasured
+    with spinning(args.busy):
+        if args.startup_only:
+            startup_only(args.startup_only, flows, args.engines)
+            return
+        measure(args, flows)
+
+
+@contextlib.contextmanager
+def spinning(n: int) -> Iterator[None]:
+    """N processes burning CPU (the busy-machine start-up figure), stopped on exit."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                for _ in range(n)]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+
+
+def measure(args: argparse.Namespace, flows: list[str]) -> None:
     # One post: start-up, first annotation and shutdown with nothing else in the way.
     idle = throughput_run(1, flows, args.engines)
     grebe = throughput_run(args.posts, flows, args.engines)
@@ -385,6 +453,10 @@ def main() -> None:
     print(f"  on disk           {grebe['bytes_per_post']:8.0f} bytes per post (log + store)")
     for name, size in grebe["bytes_per_post_split"].items():
         print(f"    {name:<24}{size:8.0f} bytes per post")
+    aged = grebe["log_bytes_per_post_once_output_aged_out"]
+    steady = grebe["bytes_per_post"] - grebe["bytes_per_post_split"].get("log", 0.0) + aged
+    print(f"  on disk once the output topic aged out {steady:8.0f} bytes per post "
+          f"(log {aged:.0f})")
     print(f"  output topic vectors: cosine float32 -> wire p50 {limit['wire_cosine_p50']:.9f}"
           f" min {limit['wire_cosine_min']:.9f} ({limit['vectors']} vectors)")
     for row in latency:

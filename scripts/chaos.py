@@ -54,6 +54,7 @@ import asyncpg
 import yaml
 
 from grebe import constants as C
+from grebe.brokers.local_sql import unpack_value
 from grebe.codec import decode_dead_letter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -360,9 +361,10 @@ class Chaos:
     def _posts(self) -> dict[tuple[int, int], str | None]:
         """{(partition, offset): post id, None for the bad lines} of the topic."""
         posts: dict[tuple[int, int], str | None] = {}
-        for part, offset, value in self._log_query(
-            "SELECT m.part, m.msg_offset, m.value FROM messages m JOIN topics t "
+        for part, offset, stored, kind in self._log_query(
+            "SELECT m.part, m.msg_offset, m.value, m.codec FROM messages m JOIN topics t "
             "ON t.id = m.topic_id WHERE t.name = ?", (TOPIC,)):
+            value = unpack_value(stored, kind)
             posts[(part, offset)] = None if value in self.bad_lines else json.loads(value)["id"]
         return posts
 
@@ -374,8 +376,8 @@ class Chaos:
         return {post for (part, offset), post in posts.items() if offset < ends.get(part, 0)}
 
     def _dead_letters(self) -> list[Any]:
-        return [decode_dead_letter(value) for (value,) in self._log_query(
-            "SELECT m.value FROM messages m JOIN topics t ON t.id = m.topic_id "
+        return [decode_dead_letter(unpack_value(value, kind)) for value, kind in self._log_query(
+            "SELECT m.value, m.codec FROM messages m JOIN topics t ON t.id = m.topic_id "
             "WHERE t.name = ?", (C.DEFAULT_DEAD_LETTER_TOPIC,))]
 
     def _log_query(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:

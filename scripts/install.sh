@@ -38,6 +38,8 @@ echo "==> python packages from uv.lock (hashes checked; cached by uv under ~/.ca
 uv sync -q --frozen --inexact --extra dev --python "$PY"
 echo "==> the integer MiniLM grebe runs, derived once from the packaged weights (cached)"
 .venv/bin/python -m grebe.inference.minilm_quant prepare >/dev/null
+echo "==> py3langid's model, decoded once (cached) instead of at every engine start"
+.venv/bin/python -m grebe.inference.langid_model prepare >/dev/null
 # --llm: also the LLM path's local server (the test suite needs it, `grebe demo` does not).
 # llama-cpp-python ships only an sdist (minutes to compile on 2 cores), so its wheel is built
 # once into a machine-wide cache outside the checkout and reused by every clone. The sdist's

@@ -210,17 +210,19 @@ class Trainer:
 
     def fuse(
         self, head: str, spec: HeadSpec, model: Any, ngrams: CharNgrams
-    ) -> tuple[Any, float, float]:
-        """(model, fusion weight, threshold): the weight best on val AP; the threshold
-        re-chosen on the fused val scores at the head's FPR."""
+    ) -> tuple[Any, float, float, dict[str, float]]:
+        """(model, fusion weight, threshold, thresholds at OPERATING_FPRS): the weight
+        best on val AP; the thresholds re-chosen on the fused val scores (the policy
+        picks its operating point from these, docs/quality.md)."""
         val = labelled(self.rows, head, spec.sources, "val")
         texts = [r.text for r in val]
         yv = np.array([r.labels[head] for r in val])
         emb = model.predict_proba(self.cache.matrix(texts))[:, 1]
         weight, combine = choose_fusion(emb, ngrams.probabilities(texts)[head], yv)
         fused = combine(emb, ngrams.probabilities(texts)[head])
+        at_fpr = {str(f): round(threshold_at(fused[yv == 0], f), 4) for f in OPERATING_FPRS}
         return (Fused(model, ngrams, head, weight) if weight > 0 else model, weight,
-                threshold_at(fused[yv == 0], spec.target_fpr))
+                threshold_at(fused[yv == 0], spec.target_fpr), at_fpr)
 
     def report_binary(
         self, head: str, model: Any, threshold: float, spec: HeadSpec
@@ -386,9 +388,9 @@ def main() -> None:
     for head, spec in heads.items():
         print(f"== {head}: {spec.why}")
         model, kind, threshold = trainer.train_head(head, spec)
-        weight = 0.0
+        weight, at_fpr = 0.0, {}
         if head in binary:
-            model, weight, threshold = trainer.fuse(head, spec, model, ngrams)
+            model, weight, threshold, at_fpr = trainer.fuse(head, spec, model, ngrams)
             kind += f" + char n-gram LR, fuse weight {weight}" if weight else ""
         layers, output = layers_of(model.model if isinstance(model, Fused) else model,
                                    len(spec.classes))
@@ -410,6 +412,7 @@ def main() -> None:
             "languages": list(LANGUAGES),
             "thresholds": thresholds,
             "target_fpr": spec.target_fpr,
+            "val_thresholds_at_fpr": at_fpr,
             "fuse_weight": weight,
             "sources": list(spec.sources),
             "licences": {s: hc.SOURCES[s]["licence"] for s in spec.sources},

@@ -6,7 +6,7 @@
 Steps: load and clean the corpus (subject + visible body, deduplicated); besides each
 message's long text take its short views (cleaned subject line, body lead of ~200
 characters: see spam_corpus) so the head also fits post-length inputs; embed everything
-with the packaged MiniLM (cached under the corpus dir); split 80/20 *by message*,
+with the integer MiniLM grebe serves (cached under the corpus dir); split 80/20 *by message*,
 stratified, fixed seed, so a message's long text and short views are on the same side
 (short views whose text also occurs in training are dropped from the held-out part);
 pick C, the weight of a short view and the decision threshold by 5-fold cross-validation
@@ -36,7 +36,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import confusion_matrix, precision_recall_fscore_support, roc_auc_score
 from sklearn.model_selection import StratifiedKFold, cross_val_predict, train_test_split
 
-from grebe.inference.minilm import MODEL_NAME, MiniLMModel
+from grebe.inference.minilm import MiniLMModel
+from grebe.inference.minilm_quant import QUANTIZED_NAME as MODEL_NAME
 from grebe.inference.spam_corpus import NPM_PACKAGE, CorpusMessage, load_corpus
 from grebe.inference.spam_head import SpamHead, packaged_weights_path
 
@@ -69,7 +70,7 @@ def embed_texts(texts: list[str], cache: Path, kind: str = "") -> np.ndarray:
     path = cache / f"embeddings-{kind}{MODEL_NAME}-{digest.hexdigest()[:16]}.npy"
     if path.exists():
         return np.load(path)
-    model = MiniLMModel()
+    model = MiniLMModel(quantize=True)
     started = time.perf_counter()
     chunks = [model.encode(texts[i : i + 64]) for i in range(0, len(texts), 64)]
     vectors = np.concatenate(chunks)

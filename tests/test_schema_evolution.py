@@ -54,6 +54,16 @@ def test_output_message_with_a_float_list_embedding_still_decodes():
     assert annotation == msgspec.json.decode(raw, type=Annotation)
 
 
+def test_output_message_with_a_float16_embedding_still_decodes():
+    """The output topic carried float16 vectors (`"dtype": "f16"`, no scale) before int8
+    ones: bytes written by that version (main at 77019f8) decode to its float16 values."""
+    raw = (OLD / "annotation_f16_embedding.json").read_bytes()
+    annotation = codec.decode_annotation(raw)
+    assert annotation.embedding == [0.60009765625, -0.7998046875, 0.0, 0.0]
+    assert annotation.key == ("p1", "post_embedding_with_summary", "3")
+    assert annotation.reasons == {"summary": "post"} and annotation.updated_at == 2.0
+
+
 def test_new_fields_round_trip():
     quoted = Post(id="q", author_id="b", text="quoted")
     post = Post(

@@ -14,6 +14,7 @@ import msgspec
 import numpy as np
 
 from grebe import constants as C
+from grebe import quantize
 from grebe.errors import DecodeError
 from grebe.types import Annotation, DeadLetter, Envelope, Post
 
@@ -147,13 +148,16 @@ def decode_strict(decoder: msgspec.json.Decoder[T], raw: bytes) -> T:
 
 
 class WireVector(msgspec.Struct, kw_only=True):
-    """An embedding as the output topic carries it: little-endian float16 bytes (base64
-    in JSON, as msgspec writes `bytes`), with its dimension and dtype recorded so a
-    reader never guesses. 384 dimensions take 1,024 characters instead of ~7.7 KB of
-    decimal floats; the cosine to the float32 vector stays above 0.9999 (docs/annotations.md)."""
+    """An embedding as the output topic carries it: int8 values and one float32 scale
+    (grebe.quantize; bytes are base64 in JSON, as msgspec writes `bytes`), with its
+    dimension and dtype recorded so a reader never guesses. 384 dimensions take 512
+    characters instead of ~7.7 KB of decimal floats; the cosine to the float32 vector
+    stays above 0.9999 (docs/annotations.md). The previous version's float16 vectors
+    (`"dtype": "f16"`, no scale) still decode."""
 
     dtype: str
     dims: int
+    scale: float | None = None  # int8 only: value = int8 * scale
     data: bytes
 
 
@@ -179,19 +183,25 @@ _wire_annotation_decoder = msgspec.json.Decoder(_WireAnnotation)
 
 
 def pack_vector(vector: list[float]) -> WireVector | None:
-    """float16 bytes of `vector`; None when float16 cannot hold it (a value past ±65504,
-    or not finite): the caller then sends the floats as they are, losing nothing."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        half = np.asarray(vector, dtype="<f2")
-    if not np.isfinite(half).all():
+    """int8 bytes and scale of `vector`; None when int8 cannot hold it (a value not
+    finite): the caller then sends the floats as they are, losing nothing."""
+    quantized = quantize.to_i8(vector)
+    if quantized is None:
         return None
-    return WireVector(dtype=C.WIRE_VECTOR_DTYPE, dims=len(vector), data=half.tobytes())
+    scale, data = quantized
+    return WireVector(dtype=C.WIRE_VECTOR_DTYPE, dims=len(vector), scale=scale, data=data)
 
 
 def unpack_vector(wire: WireVector) -> list[float]:
-    """The floats of a WireVector; ValueError when its bytes do not match its header."""
-    if wire.dtype != C.WIRE_VECTOR_DTYPE:
-        raise ValueError(f"unknown vector dtype {wire.dtype!r} (known: {C.WIRE_VECTOR_DTYPE})")
+    """The floats of a WireVector, int8 or the previous version's float16; ValueError
+    when its bytes do not match its header."""
+    if wire.dtype == C.WIRE_VECTOR_DTYPE:
+        if wire.scale is None:
+            raise ValueError("an int8 vector needs its scale")
+        return quantize.from_i8(wire.scale, wire.data, wire.dims)
+    if wire.dtype != C.WIRE_VECTOR_F16:
+        raise ValueError(f"unknown vector dtype {wire.dtype!r} "
+                         f"(known: {C.WIRE_VECTOR_DTYPE}, {C.WIRE_VECTOR_F16})")
     if len(wire.data) != 2 * wire.dims:
         raise ValueError(f"vector of {wire.dims} dims needs {2 * wire.dims} bytes, "
                          f"holds {len(wire.data)}")
@@ -200,7 +210,7 @@ def unpack_vector(wire: WireVector) -> list[float]:
 
 def encode_annotation(annotation: Annotation) -> bytes:
     """An annotation as the output topic carries it: JSON, the embedding as a WireVector
-    (`{"dtype": "f16", "dims": 384, "data": "<base64>"}`); every other field as
+    (`{"dtype": "i8", "dims": 384, "scale": 0.0012, "data": "<base64>"}`); every other field as
     `encode` writes it. Read it back with `decode_annotation`."""
     packed = None if annotation.embedding is None else pack_vector(annotation.embedding)
     if packed is None:
@@ -212,7 +222,7 @@ def encode_annotation(annotation: Annotation) -> bytes:
 
 def decode_annotation(raw: bytes) -> Annotation:
     """An annotation from the output topic, its embedding as floats, in one call: this
-    version's compact vector or the previous version's float list. Raises DecodeError
+    version's int8 vector, or the float16 vector or float list of earlier ones. Raises DecodeError
     with the reason for anything else (bad JSON, a wrong field, a vector whose bytes do
     not match its dims or dtype)."""
     wire = decode_strict(_wire_annotation_decoder, raw)

@@ -18,13 +18,24 @@ NO_OUTPUT_BROKER = "none"
 DEFAULT_INPUT_TOPIC = "posts"
 DEFAULT_OUTPUT_TOPIC = "annotations"
 DEFAULT_DEAD_LETTER_TOPIC = "dead-letters"
-# How the output topic carries an embedding (grebe.codec.WireVector): float16 bytes.
-WIRE_VECTOR_DTYPE = "f16"
+# How the output topic carries an embedding (grebe.codec.WireVector): int8 with a scale;
+# float16 bytes as earlier versions sent them still decode.
+WIRE_VECTOR_DTYPE = "i8"
+WIRE_VECTOR_F16 = "f16"
 # How the SQLite store compresses annotation bodies (grebe.stores.bodies): zstd against
 # the packaged dictionary `grebe/data/annotation_body.<id>.zdict` with this id.
 BODY_DICT_PREFIX = "annotation_body."
 BODY_DICT_ID = 1
 BODY_ZSTD_LEVEL = 3
+# How the local log stores message values (grebe.brokers.local_sql): zstd against
+# `grebe/data/log_value.<id>.zdict` (ids apart from the bodies', so a frame names its kind).
+LOG_DICT_PREFIX = "log_value."
+LOG_DICT_ID = 101
+LOG_ZSTD_LEVEL = 3
+# ...and how the hydration post table stores posts (grebe.hydration.sqlite).
+POST_DICT_PREFIX = "post_body."
+POST_DICT_ID = 201
+POST_ZSTD_LEVEL = 3
 DEFAULT_CONSUMER_GROUP = "grebe"
 
 # Dispatcher defaults.
@@ -63,6 +74,8 @@ DEFAULT_DRAIN_WINDOW_S = 20.0
 # (grebe.flows.shared.encoded): bounds the memory one pathological text can hold in the
 # cross-post cache (a row of 384 floats per sentence).
 SENTENCE_PARTS_MAX = 32
+# Texts whose memo key (grebe.flows.shared.digest) is remembered: a few loop turns of posts.
+DIGEST_CACHE_SIZE = 4096
 
 # Local broker (SQLite log) and SQLite store.
 DEFAULT_LOCAL_PARTITIONS = 4
@@ -74,6 +87,9 @@ DEFAULT_SQLITE_BUSY_TIMEOUT_S = 30.0
 LOCAL_POLL_MIN_S = 0.002  # cross-process wait: first re-check of the log after this...
 LOCAL_POLL_MAX_S = 0.1  # ...doubling up to this
 DEFAULT_LOCAL_RETENTION_S = 7 * 24 * 3600.0  # a week of the local log, then trimmed
+# The output topic on the local log repeats what the annotation store keeps (1.7 KB a
+# post of six flows): an hour of it, unless a consumer group has not committed it.
+DEFAULT_LOCAL_OUTPUT_RETENTION_S = 3600.0
 DEFAULT_LOCAL_RETENTION_INTERVAL_S = 60.0
 CONSUMER_LOCK_TIMEOUT_S = 10.0  # wait this long for a previous consumer's lock on start
 DLQ_REPLAY_GROUP = "grebe-dlq-replay"
@@ -153,6 +169,13 @@ FEED_SEEN_WINDOW_S = 24 * 3600.0
 #: feed-serve: home requests running at once; beyond it a fast 503 (grebe.feed.admission).
 FEED_MAX_CONCURRENT_REQUESTS = 4
 FEED_RETRY_AFTER_S = 1  # the Retry-After of that 503, in seconds
+#: A viewer's out-of-network neighbourhood (ANN search results) is reused this long, for
+#: at most this many viewers (grebe.feed.sources; 0 s: searched on every request).
+FEED_NEIGHBOURHOOD_TTL_S = 30.0
+FEED_NEIGHBOURHOOD_VIEWERS = 4096
+#: ... and searched again once what is left of it is below this share of what the
+#: search gave (the viewer has seen or followed the rest).
+FEED_NEIGHBOURHOOD_REFILL = 0.75
 
 # Environment variable prefix for config overrides: GREBE_DISPATCHER__MAX_IN_FLIGHT=...
 ENV_PREFIX = "GREBE_"

@@ -16,8 +16,8 @@ from grebe.core.source import Outcome
 FUTURE = time.time() + 10 * 365 * 24 * 3600  # every message is "old" at this time
 
 
-async def _log(tmp_path, name="log.db", partitions=2) -> LocalLog:
-    log = LocalLog(tmp_path / name, partitions=partitions)
+async def _log(tmp_path, name="log.db", partitions=2, compress=True) -> LocalLog:
+    log = LocalLog(tmp_path / name, partitions=partitions, compress=compress)
     await log.open()
     return log
 
@@ -72,7 +72,8 @@ async def test_unread_topics_age_out_but_dead_letters_are_exempt(tmp_path):
 
 
 async def test_size_limit_keeps_the_newest_bytes_but_not_past_a_group(tmp_path):
-    log = await _log(tmp_path, partitions=1)
+    # max_bytes counts bytes at rest: raw values keep this arithmetic plain
+    log = await _log(tmp_path, partitions=1, compress=False)
     await _append(log, "posts", 100, key=b"k", size=99)  # 100 bytes a message with its key
     await log.trim(RetentionPolicy(max_bytes=1000), time.time())
     assert (await _offsets(log, "posts", 1))[0] == list(range(90, 100))
@@ -136,7 +137,8 @@ async def test_the_log_stays_bounded_under_a_steady_stream_through_a_source(tmp_
     """A LocalSource consuming a steady stream with a size limit: retention runs in the
     background, nothing uncommitted is lost, and the file stops growing."""
     path = tmp_path / "log.db"
-    producer_log = await _log(tmp_path, partitions=1)
+    # raw values (these would compress 50x): max_bytes counts bytes at rest
+    producer_log = await _log(tmp_path, partitions=1, compress=False)
     source = LocalSource(
         "s", LocalLog(path, partitions=1), topic="posts", commit_interval_s=0.01,
         retention=RetentionPolicy(max_bytes=20_000, interval_s=0.05),
@@ -184,7 +186,7 @@ async def test_a_new_log_returns_trimmed_space_to_the_file_system_and_keeps_kb_r
     with its float16 vector) sits in its b-tree page, not in an overflow page of its own."""
     import sqlite3
 
-    log = await _log(tmp_path, partitions=1)
+    log = await _log(tmp_path, partitions=1, compress=False)  # 1.3 KB at rest, too
     with sqlite3.connect(tmp_path / "log.db") as conn:
         assert conn.execute("PRAGMA page_size").fetchone()[0] == 8192
         assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # incremental
@@ -194,3 +196,37 @@ async def test_a_new_log_returns_trimmed_space_to_the_file_system_and_keeps_kb_r
     await log.trim(RetentionPolicy(max_age_s=1), FUTURE)
     assert _checkpointed_size(tmp_path / "log.db") < full / 10
     await log.close()
+
+
+async def test_the_output_topic_keeps_its_own_shorter_age_but_never_past_a_group(tmp_path):
+    """The output topic repeats the annotation store: it ages out after its own
+    `max_age_by_topic` (an hour by default), the input topic after the log's week; a
+    group reading the output topic still keeps what it has not committed."""
+    log = await _log(tmp_path, partitions=1)
+    await _append(log, "posts", 10)
+    await _append(log, "annotations", 10)
+    await log.commit("grebe", "posts", {0: 10})
+    policy = RetentionPolicy(max_age_s=7 * 86400, max_age_by_topic={"annotations": 3600})
+    assert policy.active and policy.max_age_of("posts") == 7 * 86400
+    assert await log.trim(policy, time.time() + 60) == {}
+    assert await log.trim(policy, time.time() + 2 * 3600) == {"annotations": 10}
+    assert (await _offsets(log, "posts", 1))[0] == list(range(10))
+    await _append(log, "annotations", 10)
+    await log.commit("reader", "annotations", {0: 14})
+    assert await log.trim(policy, time.time() + 2 * 3600) == {"annotations": 4}
+    assert (await _offsets(log, "annotations", 1))[0] == list(range(14, 20))
+    await log.close()
+
+
+def test_the_output_topic_age_comes_from_the_config_when_output_is_on_the_local_log(
+        tmp_path):
+    from grebe.brokers.local_backend import local_retention
+    from grebe.config import load_config
+
+    default = local_retention(load_config(data_dir=tmp_path, output={"topic": "out"}))
+    assert dict(default.max_age_by_topic) == {"out": 3600.0}
+    off = local_retention(load_config(data_dir=tmp_path, output={"broker": "none"}))
+    assert dict(off.max_age_by_topic) == {}
+    same = local_retention(load_config(data_dir=tmp_path,
+                                       local={"output_retention_s": None}))
+    assert dict(same.max_age_by_topic) == {} and same.max_age_s == 7 * 24 * 3600.0

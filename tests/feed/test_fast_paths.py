@@ -9,6 +9,7 @@ import random
 import time
 
 import numpy as np
+import pytest
 
 from grebe.feed.ann import PostANNIndex
 from grebe.feed.candidates import FeedCandidate, HomeQuery
@@ -179,3 +180,43 @@ def test_interest_centres_group_similar_vectors_newest_first() -> None:
     assert np.allclose(interest_centres([a, b, a2, c], 0.5, 3)[2], c)
     assert interest_centres([], 0.5, 3).size == 0
     assert len(interest_centres([a, a2], 0.5, 3)) == 1
+
+
+async def test_author_diversity_counts_each_authors_earlier_posts_in_score_order() -> None:
+    """The vectorised attenuation equals its definition: in score order (ties by
+    position, NaN last), an author's n-th post is multiplied by max(floor, decay**n)."""
+    from grebe.feed.scorers import AuthorDiversityScorer
+
+    prng = random.Random(9)
+    settings = FeedSettings()
+    candidates = _candidates(np.random.default_rng(9), 300, 4)
+    for c in candidates:
+        c.author_id = f"u{prng.randrange(40)}"
+        c.score = float(prng.randrange(50))  # many ties
+    candidates[7].score = float("nan")
+    got = await AuthorDiversityScorer(settings).score(HomeQuery(user_id="v"), candidates)
+    order = sorted(range(300), key=lambda i: (
+        1 if np.isnan(candidates[i].score) else 0, -candidates[i].score, i))
+    seen: dict[str, int] = {}
+    expected = [0.0] * 300
+    for i in order:
+        k = seen.get(candidates[i].author_id, 0)
+        seen[candidates[i].author_id] = k + 1
+        expected[i] = max(settings.author_diversity_floor, settings.author_diversity_decay ** k)
+    assert got["diversity"] == pytest.approx(expected)
+
+
+async def test_duplicate_filter_keeps_the_first_of_each_content() -> None:
+    from grebe.feed.filters import DuplicateFilter
+
+    prng = random.Random(3)
+    candidates = _candidates(np.random.default_rng(3), 200, 4)
+    for c in candidates:
+        c.post_id = f"p{prng.randrange(120)}"
+        c.source_post_id = f"p{prng.randrange(120)}" if prng.random() < 0.3 else None
+    kept, removed = await DuplicateFilter().filter(HomeQuery(user_id="v"), candidates)
+    firsts: dict[str, FeedCandidate] = {}
+    for c in candidates:
+        firsts.setdefault(c.content_id, c)
+    assert [id(c) for c in kept] == [id(c) for c in firsts.values()]
+    assert len(removed) == 200 - len(firsts) > 0

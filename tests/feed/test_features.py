@@ -3,6 +3,7 @@ candidates cannot afford one store read each per request)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -121,5 +122,53 @@ async def test_entries_expire_oldest_first_and_a_reread_moves_to_the_end(
         got = await cache.get_many(["p2", "p1", "p3"])
         assert [f["labels"] for f in got] == [["p2"], ["p1"], ["p3"]]
         assert store.reads == 5 and cache.hits == 2
+    finally:
+        await store.stop()
+
+
+async def test_the_ranker_reads_the_scores_it_weighs_as_columns(tmp_path: Path) -> None:
+    """The annotation hydrator gives quality and engagement as float columns (the score,
+    or its default where absent), and the ranker given those columns scores a frame as
+    it scores the same candidates from their scores dicts."""
+    from grebe.feed.candidates import FeedCandidate
+    from grebe.feed.components import apply_patches
+    from grebe.feed.home import build_home_pipeline
+    from grebe.feed.hydrators import AnnotationHydrator
+    from grebe.feed.scorers import WeightedScorer
+    from grebe.feed.settings import FeedSettings
+    from grebe.feed.sources import candidate, candidate_frame
+    from grebe.thunder.events import PostCreate
+    from grebe.thunder.store import ThunderStore
+
+    store = SqliteStore(tmp_path / "a.db")
+    await store.start()
+    try:
+        settings = FeedSettings.model_validate({"quality_default": 0.4})
+        thunder = ThunderStore()
+        feed = build_home_pipeline(settings, store, thunder, None, dim=2)
+        for i in range(6):
+            thunder.apply(PostCreate(post_id=f"p{i}", author_id="a",
+                                     created_at=time.time() - 100 + i))
+        await feed.annotations.upsert([
+            Annotation(post_id=f"p{i}", producer="s", version="1", embedding=[1.0, i],
+                       scores={"quality": i / 10, "engagement": 0.5} if i % 2 else {})
+            for i in range(6)])
+        posts = [thunder.get(f"p{i}") for i in range(6)]
+        frame = candidate_frame(posts, in_network=True, sources="thunder")  # type: ignore[arg-type]
+        objects = [candidate(p, in_network=True, source="thunder") for p in posts]  # type: ignore[arg-type]
+        assert feed.features is not None
+        hydrator = AnnotationHydrator(feed.features)
+        query = HomeQuery(user_id="v", interest_vectors=[[0.0, 1.0]])
+        columns = await hydrator.hydrate(query, frame)
+        assert list(columns["quality"]) == [0.4, 0.1, 0.4, 0.3, 0.4, 0.5]
+        assert list(columns["engagement"]) == [0.0, 0.5, 0.0, 0.5, 0.0, 0.5]
+        apply_patches(frame, columns)
+        apply_patches(objects, [  # the dicts alone, as a list source's candidates get them
+            {"labels": c.labels, "scores": c.scores, "embedding": c.embedding}
+            for c in frame])
+        assert all(isinstance(c, FeedCandidate) and c.quality is None for c in objects)
+        scorer = WeightedScorer(settings)
+        assert np.allclose((await scorer.score(query, frame))["score"],
+                           (await scorer.score(query, objects))["score"])
     finally:
         await store.stop()

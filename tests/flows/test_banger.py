@@ -37,3 +37,35 @@ async def test_media_without_engagement_is_not_a_candidate() -> None:
     labels, reason = await screen(media=(Media(kind="image", url="https://x/1.jpg"),))
     assert "banger_candidate" not in labels
     assert "needs engagement counts" in reason
+
+
+async def test_topic_centroids_come_from_the_shared_cache_not_the_payload_memo(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The configured topics' embeddings are the same for every post: one cache entry
+    # each, read by every post, and no payload memo task per topic per post.
+    from grebe.core.memo import PayloadMemo
+    from grebe.flows import shared
+
+    memo_keys: list[str] = []
+    get_or_compute = PayloadMemo.get_or_compute
+
+    def spy(self: PayloadMemo, key: str, factory: object) -> object:
+        memo_keys.append(key)
+        return get_or_compute(self, key, factory)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(PayloadMemo, "get_or_compute", spy)
+    services = fake_services({"defaults": {"dedupe_ttl_s": 0}})
+    topics = services.settings.plan("banger_initial_screen").topics
+    embedder = services.models.embedder
+    for n in range(2):
+        (result,) = await PlanMaster(registry.PLANS, services=services).run_plans(
+            payload(f"{TEXT} {n}", eligibilities=BANGER, post_id=f"p{n}"))
+        assert result.status.value == "success", result.error
+        assert result.output.model_versions["embedder"] == embedder.name
+    topic_keys = {f"{shared.KEY_EMBED}:{shared.digest(d)}" for d in topics.values()}
+    assert topic_keys and not topic_keys & set(memo_keys)
+    for description in topics.values():
+        cached = services.cache.get(f"{shared.KEY_EMBED}:{shared.digest(description)}")
+        expected = (await embedder.embed_parts(description, ())).vector
+        assert (cached.vector == expected).all()  # the entry `shared.encoded` would make

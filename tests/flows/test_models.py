@@ -82,3 +82,25 @@ def test_components_are_the_same_group_on_every_call() -> None:
     models = build_models(load_config(), FlowSettings.from_section({}))
     first, second = models.components(), models.components()
     assert first[0] is second[0] and first == second
+
+
+async def test_heads_are_one_read_only_view_while_started() -> None:
+    # The judge reads `heads` ~90 times a post: one view made at start, not a copy each.
+    from types import SimpleNamespace
+
+    from grebe.errors import InferenceError
+    from grebe.flows.models import HeadsService
+
+    config = load_config()
+    embedder = build_models(config, FlowSettings.from_section({})).embedder
+    service = HeadsService(None, SimpleNamespace(name=embedder.name))  # type: ignore[arg-type]
+    with pytest.raises(InferenceError, match="before start"):
+        _ = service.heads
+    await service.start()
+    view = service.heads
+    assert view is service.heads and "spam" in view
+    with pytest.raises(TypeError):
+        view["spam"] = None  # type: ignore[index]
+    await service.stop()
+    with pytest.raises(InferenceError, match="before start"):
+        _ = service.heads

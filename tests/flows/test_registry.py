@@ -110,7 +110,7 @@ def test_build_bundle_constructs_without_starting(tmp_path) -> None:
     assert [p.name for p in bundle.plans] == ["spam_comment", "mm_emb_v4"]
     assert bundle.services.plan_versions["mm_emb_v4"] == "4"
     names = [type(c).__name__ for c in bundle.components]
-    assert names[0] == "SqliteStore" and names[-2:] == ["PipelineHydrator", "CachedLoader"]
+    assert names[0] == "SqliteStore" and names[-2:] == ["LazyMediaHydrator", "CachedLoader"]
     assert names[2] == "StartTogether"  # the models every text post needs, in parallel
     loaded_at_start = [type(p).__name__ for p in bundle.components[2].parts]
     assert "MiniLMEmbedder" in loaded_at_start and "HeadsService" in loaded_at_start

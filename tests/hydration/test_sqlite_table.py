@@ -37,3 +37,33 @@ async def test_a_table_that_cannot_open_is_unavailable_not_a_post_fault(tmp_path
         await table.start()
     with pytest.raises(HydrationUnavailableError):
         await table.get_posts(["p"])  # never started
+
+
+async def test_bodies_are_compressed_and_plain_json_rows_of_earlier_versions_still_read(
+        tmp_path):
+    """Bodies are zstd against the log dictionary (a tweet's JSON to well under half);
+    a row as the version before wrote it (plain msgspec JSON) reads back the same."""
+    import sqlite3
+
+    import msgspec
+
+    tweet = Post(id="1790000000000000001", author_id="44196397", created_at=1717200000.0,
+                 text="Just landed in Austin, heading to the factory now")
+    old = Post(id="old", author_id="44196397", text="written before", created_at=1.0)
+    old_user = User(id="u-old", name="Old")
+    table = SqlitePostTable(tmp_path / "posts.db")
+    await table.start()
+    try:
+        await table.record([tweet], [])
+        with sqlite3.connect(tmp_path / "posts.db") as conn:
+            (body,) = conn.execute("SELECT body FROM posts").fetchone()
+            assert len(body) < len(msgspec.json.encode(tweet)) * 0.5
+            conn.execute("INSERT INTO posts VALUES (?, ?, ?, ?)",
+                         (old.id, old.author_id, old.created_at, msgspec.json.encode(old)))
+            conn.execute("INSERT INTO users VALUES (?, ?)",
+                         (old_user.id, msgspec.json.encode(old_user)))
+        assert await table.get_posts(["old", tweet.id]) == {"old": old, tweet.id: tweet}
+        assert await table.recent_posts("44196397", 5) == [tweet, old]
+        assert await table.get_users(["u-old"]) == {"u-old": old_user}
+    finally:
+        await table.stop()

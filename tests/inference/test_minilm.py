@@ -16,7 +16,7 @@ from grebe.inference.minilm import MiniLMEmbedder, MiniLMModel, packaged_model_f
 
 @pytest.fixture(scope="module")
 def model() -> MiniLMModel:
-    return MiniLMModel(intra_op_threads=1, quantize=False)  # the packaged file as shipped
+    return MiniLMModel(intra_op_threads=1)
 
 
 def test_dimension_and_normalisation(model: MiniLMModel) -> None:

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import pytest
 
+from grebe.brokers.local_sql import unpack_value
 from recording_plan import DONE, START, assert_reprocessing_explained_by_kills, read_log
 
 pytestmark = pytest.mark.slow
@@ -111,11 +112,11 @@ def _committed_post_ids(tmp_path: Path) -> list[str]:
     """Post ids of every message below the group's committed offsets."""
     with _db(tmp_path / "var" / "log.db") as conn:
         rows = conn.execute(
-            "SELECT m.value FROM messages m JOIN topics t ON t.id = m.topic_id "
+            "SELECT m.value, m.codec FROM messages m JOIN topics t ON t.id = m.topic_id "
             "JOIN group_offsets g ON g.topic_id = m.topic_id AND g.part = m.part "
             "WHERE t.name = 'posts' AND g.grp = 'grebe' AND m.msg_offset < g.next_offset"
         ).fetchall()
-    return [json.loads(value)["id"] for (value,) in rows]
+    return [json.loads(unpack_value(value, kind))["id"] for value, kind in rows]
 
 
 def _group_alive(pgid: int) -> list[int]:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from grebe.brokers.local_sql import unpack_value
+
 pytestmark = pytest.mark.slow
 
 GREBE = str(Path(sys.executable).with_name("grebe"))
@@ -128,11 +130,11 @@ def _annotated(tmp_path: Path) -> set[str]:
 def _committed_ids(tmp_path: Path) -> list[str]:
     rows = _rows(
         tmp_path / "var" / "log.db",
-        "SELECT m.value FROM messages m JOIN topics t ON t.id = m.topic_id "
+        "SELECT m.value, m.codec FROM messages m JOIN topics t ON t.id = m.topic_id "
         "JOIN group_offsets g ON g.topic_id = m.topic_id AND g.part = m.part "
         "WHERE t.name = 'posts' AND g.grp = 'grebe' AND m.msg_offset < g.next_offset",
     )
-    return [json.loads(value)["id"] for (value,) in rows]
+    return [json.loads(unpack_value(value, kind))["id"] for value, kind in rows]
 
 
 def test_sigterm_under_load_drains_and_loses_nothing(tmp_path):

@@ -308,8 +308,19 @@ def test_query_matches_the_rules_written_plainly(seed: int) -> None:
             max_results=rng.choice([1, 3, 10, 800]),
             is_video_request=rng.random() < 0.25,
         )
-        got = [p.post_id for p in store.get_in_network_posts(query).posts]
-        assert got == reference(store, query)
+        result = store.get_in_network_posts(query)
+        assert [p.post_id for p in result.posts] == reference(store, query)
+        assert result.authors == len({p.author_id for p in result.posts})
+
+
+def test_distinct_authors_are_counted_once_when_followed_twice() -> None:
+    store, _ = make_store()
+    for i in range(3):
+        store.apply(create(f"a{i}", "a", age_s=30 - i))
+        store.apply(create(f"b{i}", "b", age_s=20 - i, in_reply_to_post_id="a0"))
+    query = InNetworkQuery(user_id="viewer", following_user_ids=["a", "b", "a", "x"])
+    result = store.get_in_network_posts(query)
+    assert result.authors == len({p.author_id for p in result.posts}) == 2
 
 
 @pytest.mark.parametrize("seed", range(10))

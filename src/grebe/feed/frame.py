@@ -64,15 +64,36 @@ class _Store(Generic[R]):
 
     def row(self, i: int) -> R:
         built = self.rows.get(i)
-        if built is None:
-            values = {}
+        return built if built is not None else self.build([i])[0]
+
+    def build(self, positions: list[int]) -> list[R]:
+        """The rows at these positions, each built once: the rows not built yet are
+        built together, one `tolist` per column (plain Python values) instead of a
+        read and a type check per cell."""
+        rows = self.rows
+        todo = [i for i in dict.fromkeys(positions) if i not in rows]
+        if todo:
+            at = np.asarray(todo, dtype=np.intp)
+            names, values = [], []
             for name, column in self.columns.items():
+                cells = column[at].tolist()
+                if column.dtype == object:  # scalars stored in an object column
+                    cells = [c.item() if isinstance(c, np.generic) else c for c in cells]
                 has = self.has.get(name)
-                if has is None or has[i]:
-                    value = column[i]
-                    values[name] = value.item() if isinstance(value, np.generic) else value
-            built = self.rows[i] = self.make_row(values)
-        return built
+                if has is not None:  # rows without the column: left out, default applies
+                    cells = [c if h else _UNSET for c, h in zip(cells, has[at].tolist(),
+                                                               strict=True)]
+                names.append(name)
+                values.append(cells)
+            make, partial = self.make_row, bool(self.has)
+            for i, cells in zip(todo, zip(*values, strict=True), strict=True):
+                rows[i] = make({name: c for name, c in zip(names, cells, strict=True)
+                                if c is not _UNSET} if partial
+                               else dict(zip(names, cells, strict=True)))
+        return [rows[i] for i in positions]
+
+
+_UNSET = object()  # a cell of a column its row never got
 
 
 class CandidateFrame(Sequence[R]):
@@ -167,10 +188,13 @@ class CandidateFrame(Sequence[R]):
                 has[rows] = True
         if store.rows:  # rows built before see the new values, as shared objects would
             built = store.rows
-            for i, value in zip(self.positions().tolist(), array.tolist(), strict=True):
-                obj = built.get(i)
-                if obj is not None:
-                    store.assign(obj, name, value)
+            positions = self.positions()
+            # Only the built rows (the page, the removed posts: tens) are visited, not
+            # every row of the view.
+            at = np.flatnonzero(np.isin(positions, np.fromiter(built, dtype=np.intp,
+                                                               count=len(built))))
+            for i, value in zip(positions[at].tolist(), array[at].tolist(), strict=True):
+                store.assign(built[i], name, value)
 
     def take(self, indices: Sequence[int] | np.ndarray) -> CandidateFrame[R]:
         """The rows at these positions of this frame, in that order."""
@@ -196,12 +220,11 @@ class CandidateFrame(Sequence[R]):
     def __getitem__(self, index: int | slice) -> R | list[R]:
         positions = self.positions()
         if isinstance(index, slice):
-            return [self._store.row(i) for i in positions[index].tolist()]
+            return self._store.build(positions[index].tolist())
         return self._store.row(int(positions[index]))
 
     def __iter__(self) -> Iterator[R]:
-        row = self._store.row
-        return (row(i) for i in self.positions().tolist())
+        return iter(self._store.build(self.positions().tolist()))
 
 
 def column(candidates: Sequence[Any], name: str) -> np.ndarray | list[Any]:

@@ -34,7 +34,12 @@ from grebe.feed.filters import (
 from grebe.feed.hydrators import AnnotationHydrator, AuthoredPosts, InterestHydrator, ViewerHydrator
 from grebe.feed.indexing import IndexingStore, backfill
 from grebe.feed.pipeline import CandidatePipeline, PipelineMetrics
-from grebe.feed.scorers import AuthorDiversityScorer, WeightedScorer, contributions
+from grebe.feed.scorers import (
+    AuthorDiversityScorer,
+    WeightedScorer,
+    contributions,
+    score_columns,
+)
 from grebe.feed.settings import FeedSettings
 from grebe.feed.sources import InNetworkSource, SimilarPostsSource
 from grebe.feed.viewers import MemoryViewerDirectory, ViewerDirectory
@@ -166,7 +171,8 @@ def build_home_pipeline(
     thunder = thunder or LocalThunderClient(thunder_store)
     features = FeatureCache(
         store, settings.embedding_producer, size=settings.feature_cache_posts,
-        ttl_s=settings.feature_cache_ttl_s, concurrency=settings.annotation_concurrency)
+        ttl_s=settings.feature_cache_ttl_s, concurrency=settings.annotation_concurrency,
+        numbers=score_columns(settings))
     annotations = IndexingStore(store, index, settings.embedding_producer,
                                 on_write=features.invalidate)
     pipeline: CandidatePipeline[HomeQuery, FeedCandidate] = CandidatePipeline(

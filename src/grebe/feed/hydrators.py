@@ -11,7 +11,7 @@ import numpy as np
 from grebe.feed.candidates import FeedCandidate, HomeQuery
 from grebe.feed.components import Columns, Patch
 from grebe.feed.features import FEATURES, FeatureCache
-from grebe.feed.frame import column
+from grebe.feed.filters import content_ids
 from grebe.feed.indexing import embedding_of
 from grebe.feed.settings import FeedSettings
 from grebe.feed.viewers import ViewerDirectory
@@ -124,7 +124,8 @@ class AnnotationHydrator:
 
     async def hydrate(self, query: HomeQuery, candidates: Sequence[FeedCandidate]
                       ) -> Columns:
-        found = await self.features.get_many([source or post for source, post in zip(
-            column(candidates, "source_post_id"), column(candidates, "post_id"),
-            strict=True)])  # content ids
-        return Columns({key: [f[key] for f in found] for key in FEATURES})
+        found = await self.features.get_many(content_ids(candidates))
+        # A comprehension per attribute: faster here than one itemgetter per post and a
+        # transposition (0.03 against ~0.2 ms per attribute, one-off micro-benchmark).
+        return Columns({key: [f[key] for f in found]
+                        for key in (*FEATURES, *self.features.numbers)})

@@ -47,6 +47,13 @@ class FeedSettings(Section):
     interest_queries: int = Field(default=3, ge=0)
     #: A vector joins a group whose centre it has at least this cosine with.
     interest_group_similarity: float = Field(default=0.5, ge=-1.0, le=1.0)
+    #: A viewer's out-of-network neighbourhood (the posts the interest searches found)
+    #: is reused for this long while their interests stay the same, for at most
+    #: `neighbourhood_cache_viewers` viewers: a returning viewer skips the searches
+    #: (seen, followed and deleted posts are still left out on every request; new
+    #: posts reach the neighbourhood after at most this long). 0: search every time.
+    neighbourhood_cache_s: float = Field(default=C.FEED_NEIGHBOURHOOD_TTL_S, ge=0)
+    neighbourhood_cache_viewers: int = Field(default=C.FEED_NEIGHBOURHOOD_VIEWERS, ge=1)
     weights: ScoreWeights = ScoreWeights()
     recency_half_life_s: float = Field(default=6 * 3600.0, gt=0)
     #: The n-th post of an author in one feed is multiplied by decay**n (never below floor).

@@ -3,25 +3,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from itertools import chain
-from operator import attrgetter, itemgetter
-from typing import Protocol
+import time
+from collections.abc import Callable, Sequence
+from operator import attrgetter
 
 import numpy as np
 
 from grebe.feed.ann import PostANNIndex
 from grebe.feed.candidates import FeedCandidate, HomeQuery, assign_candidate, candidate_row
-from grebe.feed.frame import CandidateFrame
+from grebe.feed.frame import CandidateFrame, as_column
+from grebe.feed.neighbourhood import Neighbourhood, NeighbourhoodCache, PostLookup
 from grebe.feed.settings import FeedSettings
 from grebe.thunder.client import InNetworkPostsClient
-from grebe.thunder.store import InNetworkQuery, LightPost
-
-
-class PostLookup(Protocol):
-    """Recent posts by id (a ThunderStore is one): deleted or expired ones are absent."""
-
-    def get(self, post_id: str) -> LightPost | None: ...
+from grebe.thunder.store import InNetworkQuery, LightPost, ThunderStore
 
 
 def candidate(post: LightPost, *, in_network: bool, source: str,
@@ -40,20 +34,38 @@ POST_COLUMNS = ("post_id", "author_id", "created_at", "source_post_id", "source_
 _POST_FIELDS = attrgetter(*POST_COLUMNS)
 
 
+def post_columns(posts: Sequence[LightPost]) -> dict[str, np.ndarray]:
+    """The posts' attributes (POST_COLUMNS) as arrays: one transposition in C instead of
+    an object per post."""
+    n = len(posts)
+    rows = list(zip(*map(_POST_FIELDS, posts), strict=True)) if n else [()] * 6
+    columns = {name: as_column(values) if n else np.empty(0, dtype=object)
+               for name, values in zip(POST_COLUMNS, rows, strict=True)}
+    columns["created_at"] = np.fromiter(rows[2], dtype=np.float64, count=n)
+    return columns
+
+
 def candidate_frame(posts: Sequence[LightPost], *, in_network: bool,
                     sources: Sequence[str] | str,
                     similarity: Sequence[float] | None = None
                     ) -> CandidateFrame[FeedCandidate]:
-    """The posts as one candidate frame: what `candidate` builds per post, as columns
-    (one transposition in C instead of an object per post). `sources` is one name for
-    all or one per post; a missing similarity is NaN (None on the built candidate)."""
-    n = len(posts)
-    rows = list(zip(*map(_POST_FIELDS, posts), strict=True)) if n else [()] * 6
-    columns: dict[str, Sequence[object] | np.ndarray] = dict(zip(POST_COLUMNS, rows,
-                                                                  strict=True))
-    columns["created_at"] = np.fromiter(columns["created_at"], dtype=np.float64, count=n)
+    """The posts as one candidate frame: what `candidate` builds per post, as columns.
+    `sources` is one name for all or one per post; a missing similarity is NaN (None
+    on the built candidate)."""
+    return frame_of(post_columns(posts), in_network=in_network, sources=sources,
+                    similarity=similarity)
+
+
+def frame_of(columns: dict[str, np.ndarray], *, in_network: bool,
+             sources: Sequence[str] | str | np.ndarray,
+             similarity: Sequence[float] | np.ndarray | None = None
+             ) -> CandidateFrame[FeedCandidate]:
+    """A candidate frame of post columns (`post_columns`) and what the source adds."""
+    n = len(columns["post_id"])
+    columns = dict(columns)
     columns["in_network"] = np.full(n, in_network)
-    columns["source"] = [sources] * n if isinstance(sources, str) else sources
+    columns["source"] = np.full(n, sources, dtype=object) if isinstance(sources, str) \
+        else as_column(sources)
     columns["similarity"] = np.full(n, np.nan) if similarity is None \
         else np.asarray(similarity, dtype=np.float64)
     return CandidateFrame.from_columns(columns, candidate_row, assign_candidate)
@@ -96,14 +108,26 @@ class SimilarPostsSource:
     Posts at or above `min_similarity` come first; when fewer than `out_of_network_max`
     do (the viewer has seen the close ones), less similar ones down to
     `backfill_min_similarity` fill the rest, tagged
-    `BACKFILL_SOURCE`, so the feed keeps filling."""
+    `BACKFILL_SOURCE`, so the feed keeps filling.
+
+    What the searches found is kept per viewer and interest queries for
+    `neighbourhood_cache_s` (grebe.feed.neighbourhood): a returning viewer's request
+    picks from it, leaving out what they have seen, engaged with or follow by now and
+    posts no longer held, and searches again only when that has eaten more than a
+    quarter of what the search gave while the index may hold more."""
 
     name = "similar_posts"
 
-    def __init__(self, index: PostANNIndex, posts: PostLookup, settings: FeedSettings) -> None:
+    def __init__(self, index: PostANNIndex, posts: PostLookup, settings: FeedSettings,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.index = index
         self.posts = posts
         self.settings = settings
+        self.neighbourhoods = NeighbourhoodCache(
+            settings.neighbourhood_cache_s, settings.neighbourhood_cache_viewers, clock)
+        # ThunderStore.get is a Python method over its dict: the dict's own get gives the
+        # same answer mapped in C (~1,000 lookups per request).
+        self._get = posts.by_id.get if isinstance(posts, ThunderStore) else posts.get
 
     def enable(self, query: HomeQuery) -> bool:
         return query.interest_vector is not None and self.settings.out_of_network_max > 0
@@ -113,55 +137,54 @@ class SimilarPostsSource:
         k = s.out_of_network_max
         if query.interest_vector is None or not k:
             return candidate_frame([], in_network=False, sources=self.name)
-        exclude = query.seen.union(query.engaged)
         centres = interest_centres(query.interest_vectors, s.interest_group_similarity,
                                    s.interest_queries)
         mean = np.asarray([query.interest_vector], dtype=np.float32)
         queries = np.concatenate([mean, centres]) if len(centres) > 1 else mean
-        # A quarter more than k in all (followed authors' posts are skipped; seen posts
-        # are skipped by the index on top of it), an equal share per query.
+        engaged = set(query.engaged)
+        authors = set(query.following)
+        authors.add(query.user_id)
+        key = (query.user_id, queries.tobytes())
+
+        def pick(hood: Neighbourhood) -> np.ndarray:
+            return hood.pick(k, get=self._get, exclude=(query.seen, engaged),
+                             authors=authors)
+
+        hood = self.neighbourhoods.get(key)
+        chosen = pick(hood) if hood is not None else np.empty(0, dtype=np.intp)
+        if hood is None or hood.stale(len(chosen), k):
+            hood = self._search(query, queries, k, pick)
+            chosen = pick(hood)
+            hood.filled = len(chosen)
+            self.neighbourhoods.put(key, hood)
+        similarity = hood.similarity[chosen]
+        return frame_of({name: column[chosen] for name, column in hood.columns.items()},
+                        in_network=False, similarity=similarity,
+                        sources=np.where(similarity >= s.min_similarity, self.name,
+                                         BACKFILL_SOURCE).astype(object))
+
+    def _search(self, query: HomeQuery, queries: np.ndarray, k: int,
+                pick: Callable[[Neighbourhood], np.ndarray]) -> Neighbourhood:
+        """Search the index near the interest queries, each for an equal share of a
+        quarter more than k (followed authors' posts are skipped; seen posts are
+        skipped by the index on top of it); the interest mean again at the full depth
+        when the shares leave fewer than k posts to serve."""
+        exclude = query.seen.union(query.engaged)
         depth = k + k // 4
         share = max(MIN_PER_QUERY, -(-depth // len(queries)))
         found = self.index.search_many(queries, share, exclude)
-        close, backfill = self._merge(query, found)
-        if len(close) + len(backfill) < k and share < depth \
-                and any(len(f) == share for f in found):  # there may be more
-            found.append(self.index.search(query.interest_vector, depth, exclude))
-            close, backfill = self._merge(query, found)
-        return candidate_frame(
-            [p for p, _ in chain(close, backfill)], in_network=False,
-            sources=[self.name] * len(close) + [BACKFILL_SOURCE] * len(backfill),
-            similarity=[sim for _, sim in chain(close, backfill)])
+        more = any(len(f) == share for f in found)  # a full answer: there may be more
+        hood = self._neighbourhood(found, more)
+        if len(pick(hood)) < k and more and share < depth:
+            deeper = self.index.search(queries[0], depth, exclude)
+            found.append(deeper)
+            hood = self._neighbourhood(found, len(deeper) == depth)
+        return hood
 
-    def _merge(self, query: HomeQuery, found: list[list[tuple[str, float]]]
-               ) -> tuple[list[tuple[LightPost, float]], list[tuple[LightPost, float]]]:
-        """(close, backfill): the posts found, each at its best similarity, most similar
-        first, up to `out_of_network_max`, without followed authors' or the viewer's."""
-        s = self.settings
-        k = s.out_of_network_max
-        followed = set(query.following)
-        # Every (post id, similarity) found, most similar first, equal similarities in
-        # id order: two sorts in C (the second is stable) instead of a merge into a dict
-        # and a sort by a Python key. A post found by several searches is taken at its
-        # first (best) occurrence.
-        pairs = list(chain.from_iterable(found))
-        pairs.sort()
-        pairs.sort(key=_SIMILARITY, reverse=True)
-        taken: set[str] = set()
-        close: list[tuple[LightPost, float]] = []
-        backfill: list[tuple[LightPost, float]] = []
-        get = self.posts.get
-        for post_id, similarity in pairs:
-            if post_id in taken:
-                continue
-            taken.add(post_id)
-            if similarity < s.backfill_min_similarity or len(close) + len(backfill) == k:
-                break
-            post = get(post_id)
-            if post is None or post.author_id in followed or post.author_id == query.user_id:
-                continue
-            (close if similarity >= s.min_similarity else backfill).append((post, similarity))
-        return close, backfill
+    def _neighbourhood(self, found: list[list[tuple[str, float]]], more: bool
+                       ) -> Neighbourhood:
+        return Neighbourhood(found, self._get, self.settings.backfill_min_similarity,
+                             more, post_columns)
 
 
 def interest_centres(vectors: Sequence[Sequence[float]], threshold: float,
@@ -190,4 +213,3 @@ def interest_centres(vectors: Sequence[Sequence[float]], threshold: float,
 
 BACKFILL_SOURCE = "similar_posts_backfill"
 MIN_PER_QUERY = 20  # neighbours asked of each query's search, at least
-_SIMILARITY = itemgetter(1)

@@ -77,7 +77,7 @@ async def topics(ctx: TaskContext) -> dict[str, float]:
     if vector is None:
         return tagged
     for name, description in settings.topics.items():
-        similarity = shared.cosine(vector, await shared.embed(ctx, description))
+        similarity = shared.cosine(vector, await shared.embed_configured(ctx, description))
         if similarity >= settings.topic_threshold:
             tagged[name] = similarity
     for tag in _HASHTAG.findall(ctx.payload.post.text):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -78,7 +78,7 @@ class TextHeadScorer(Protocol):
     def embedder(self) -> str: ...
 
     @property
-    def heads(self) -> dict[str, Any]: ...
+    def heads(self) -> Mapping[str, Any]: ...
 
     def predict(self, embeddings: np.ndarray,
                 texts: Sequence[str] | None = None) -> dict[str, np.ndarray]: ...

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable
-from functools import partial
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from grebe.constants import SENTENCE_PARTS_MAX
+from grebe.constants import DIGEST_CACHE_SIZE, SENTENCE_PARTS_MAX
 from grebe.core.task import SkipTask, TaskContext, TaskSpec
 from grebe.flows import modes
 from grebe.flows.services import (
@@ -75,7 +75,12 @@ def settings_of(ctx: TaskContext) -> Any:
     return ctx.services.settings.plan(ctx.plan)
 
 
+@lru_cache(maxsize=DIGEST_CACHE_SIZE)
 def digest(text: str) -> str:
+    """The memo and cache key of a text. Remembered per text: one post's text is keyed
+    ~60 times across the six default flows (every `shared()` lookup of its embedding,
+    heads, language), and a dict hit on a str (whose hash the str keeps) costs a
+    fraction of hashing it again."""
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
@@ -95,12 +100,27 @@ async def encoded(ctx: TaskContext, text: str) -> EncodedText:
     the heads and the summary alike."""
     embedder = services_of(ctx).models.embedder
     ctx.output.model_versions["embedder"] = embedder.name
+    return await shared(ctx, f"{KEY_EMBED}:{digest(text)}", partial(_encode, embedder, text))
 
-    async def compute() -> EncodedText:
-        spans = sentence_spans(text)[:SENTENCE_PARTS_MAX] if embedder.pools_parts else []
-        return await embedder.embed_parts(text, spans if len(spans) > 1 else ())
 
-    return await shared(ctx, f"{KEY_EMBED}:{digest(text)}", compute)
+async def _encode(embedder: Any, text: str) -> EncodedText:
+    spans = sentence_spans(text)[:SENTENCE_PARTS_MAX] if embedder.pools_parts else []
+    return await embedder.embed_parts(text, spans if len(spans) > 1 else ())
+
+
+async def embed_configured(ctx: TaskContext, text: str) -> np.ndarray:
+    """The embedding of a text from the configuration (a topic's description), the same
+    for every post: read from the cross-payload cache only (the entry `encoded` would
+    use), computed when absent or expired. A payload memo entry would cost an asyncio
+    task per text per post: banger_initial_screen's eight topics made 8 of the 12 memo
+    computations of a post through the six default flows, for cache hits."""
+    embedder = services_of(ctx).models.embedder
+    ctx.output.model_versions["embedder"] = embedder.name
+    cache, key = services_of(ctx).cache, f"{KEY_EMBED}:{digest(text)}"
+    found: EncodedText | None = cache.get(key)
+    if found is None:
+        found = await cache.get_or_compute(key, partial(_encode, embedder, text))
+    return found.vector
 
 
 async def encoded_sentences(ctx: TaskContext, text: str) -> EncodedText:

@@ -2,7 +2,10 @@
 
 Every engine process opens it; WAL lets them read while one writes, and writes go
 through a GroupWriter so many concurrent posts cost one transaction. Rows hold the
-post (or user) as msgspec JSON, so a field added to types.py needs no migration.
+post (or user) as msgspec JSON, so a field added to types.py needs no migration,
+compressed with zstd against a packaged dictionary trained on such rows (a tweet's
+~460 bytes of JSON, most of them field names and defaults, take ~100). Rows written
+before compression (plain JSON: a body starting with "{", never zstd's magic) still read.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from grebe import constants as C
 from grebe.errors import HydrationUnavailableError
 from grebe.sqlitedb import GroupWriter, SqliteDB, write_txn
 from grebe.types import Post, User
+from grebe.zdict import ZSTD_MAGIC, DictCodec
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS posts (
@@ -37,7 +41,17 @@ _ERRORS = (sqlite3.Error, OSError, RuntimeError)  # RuntimeError: used before st
 
 _post_decoder = msgspec.json.Decoder(Post)
 _user_decoder = msgspec.json.Decoder(User)
-_encode = msgspec.json.Encoder().encode
+_json = msgspec.json.Encoder().encode
+_bodies = DictCodec(C.POST_DICT_PREFIX, C.POST_DICT_ID, C.POST_ZSTD_LEVEL)
+
+
+def _encode(item: Post | User) -> bytes:
+    return _bodies.compress(_json(item))
+
+
+def _body(stored: bytes) -> bytes:
+    """The JSON of a row: compressed by this version, plain by earlier ones."""
+    return _bodies.decompress(stored) if stored[:4] == ZSTD_MAGIC else stored
 
 Rows = tuple[list[tuple[str, str, float, bytes]], list[tuple[str, bytes]]]
 
@@ -87,11 +101,11 @@ class SqlitePostTable:
 
     async def get_posts(self, ids: Sequence[str]) -> dict[str, Post]:
         rows = await self._select("SELECT body FROM posts WHERE id IN ({})", ids)
-        return {post.id: post for post in (_post_decoder.decode(r) for r in rows)}
+        return {post.id: post for post in (_post_decoder.decode(_body(r)) for r in rows)}
 
     async def get_users(self, ids: Sequence[str]) -> dict[str, User]:
         rows = await self._select("SELECT body FROM users WHERE id IN ({})", ids)
-        return {user.id: user for user in (_user_decoder.decode(r) for r in rows)}
+        return {user.id: user for user in (_user_decoder.decode(_body(r)) for r in rows)}
 
     async def recent_posts(self, author_id: str, n: int) -> list[Post]:
         def read(conn: sqlite3.Connection) -> list[bytes]:
@@ -105,7 +119,7 @@ class SqlitePostTable:
             rows = await self._db.run(read)
         except _ERRORS as exc:
             raise HydrationUnavailableError(f"post table {self.path}: {exc}") from exc
-        return [_post_decoder.decode(r) for r in rows]
+        return [_post_decoder.decode(_body(r)) for r in rows]
 
     async def _select(self, sql: str, ids: Sequence[str]) -> list[bytes]:
         unique = list(dict.fromkeys(ids))

@@ -9,7 +9,8 @@ inference:
   embedder:                    # or the shorthand `embedder: minilm`
     backend: minilm            # minilm (default) | openai | hash (test double)
     max_batch_size: 64         # micro-batcher: texts per model call (sorted by length,
-                               # run 8 per forward pass: see bench/embed.py)
+                               # run per forward pass: 1 (integer model) or 8 (float):
+                               # see minilm.default_run_batch_size, bench/embed.py)
     max_wait_ms: 2.0           # ... how long the first request waits for company
     max_concurrent_batches: 1  # ... forward passes in flight
     base_url: null             # openai: e.g. http://127.0.0.1:8000/v1

@@ -36,12 +36,10 @@ class LanguageIdClassifier(BatchedLocalModel[str, Scores]):
         self._identifier: Any = None
 
     def _load(self) -> None:
-        from py3langid.langid import MODEL_FILE, LanguageIdentifier
+        # Decoded once per machine, not at every start (grebe.inference.langid_model).
+        from grebe.inference.langid_model import load_identifier
 
-        identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-        if self.languages:
-            identifier.set_languages(self.languages)
-        self._identifier = identifier
+        self._identifier = load_identifier(self.languages)
 
     def _predict(self, items: list[str]) -> list[Scores]:
         out: list[Scores] = []

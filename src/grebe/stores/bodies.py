@@ -1,4 +1,4 @@
-"""Annotation bodies at rest: zstd frames against a packaged dictionary.
+"""Annotation bodies at rest: zstd frames against a packaged dictionary (grebe.zdict).
 
 A body (msgpack, the embedding taken out) is ~500 bytes of which most is the same on
 every row: field names, label and score names, reason templates, model versions. Alone
@@ -14,46 +14,14 @@ refused with ValueError (the store reports it as a StoreError), never guessed at
 
 from __future__ import annotations
 
-import threading
-from importlib import resources
-
-import zstandard
-
 from grebe import constants as C
+from grebe.zdict import ZSTD_MAGIC, DictCodec
 
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # every zstd frame starts so; msgpack and JSON never do
-_local = threading.local()  # zstd contexts are not thread-safe; stores run in threads
-_lock = threading.Lock()
-_dictionaries: dict[int, zstandard.ZstdCompressionDict] = {}
-
-
-def _dictionary(dict_id: int) -> zstandard.ZstdCompressionDict:
-    """The packaged dictionary with this id (loaded once per process)."""
-    with _lock:
-        if not _dictionaries:
-            folder = resources.files("grebe.data")
-            for entry in folder.iterdir():
-                if entry.name.startswith(C.BODY_DICT_PREFIX):
-                    found = zstandard.ZstdCompressionDict(entry.read_bytes())
-                    _dictionaries[found.dict_id()] = found
-        if dict_id not in _dictionaries:
-            raise ValueError(f"body compressed with unknown dictionary {dict_id} "
-                             f"(shipped: {sorted(_dictionaries)})")
-        return _dictionaries[dict_id]
-
-
-def _compressor() -> zstandard.ZstdCompressor:
-    compressor = getattr(_local, "compressor", None)
-    if compressor is None:
-        compressor = zstandard.ZstdCompressor(
-            level=C.BODY_ZSTD_LEVEL, dict_data=_dictionary(C.BODY_DICT_ID),
-            write_checksum=False, write_content_size=True)
-        _local.compressor = compressor
-    return compressor
+_codec = DictCodec(C.BODY_DICT_PREFIX, C.BODY_DICT_ID, C.BODY_ZSTD_LEVEL)
 
 
 def compress(body: bytes) -> bytes:
-    return _compressor().compress(body)
+    return _codec.compress(body)
 
 
 def is_compressed(blob: bytes) -> bool:
@@ -62,12 +30,4 @@ def is_compressed(blob: bytes) -> bool:
 
 def decompress(blob: bytes) -> bytes:
     """The body of a frame written by `compress` (by this or an earlier version)."""
-    try:
-        dict_id = zstandard.get_frame_parameters(blob).dict_id
-        cache: dict[int, zstandard.ZstdDecompressor] = _local.__dict__.setdefault(
-            "decompressors", {})
-        if dict_id not in cache:
-            cache[dict_id] = zstandard.ZstdDecompressor(dict_data=_dictionary(dict_id))
-        return cache[dict_id].decompress(blob)
-    except zstandard.ZstdError as exc:
-        raise ValueError(f"corrupt compressed body: {exc}") from exc
+    return _codec.decompress(blob)

@@ -13,8 +13,9 @@ column is added on open: the migration) have "" and accept the next fingerprint.
 
 Bodies are msgpack with the embedding taken out, compressed with zstd against a packaged
 dictionary (stores/bodies.py: ~3.1 -> ~0.66 KB per post of six flows); the embedding
-lives in `vectors` as float16 bytes, named by a digest, so a vector two plans share is
-stored once (stores/vectors.py), and a 384-d annotation costs ~1 KB instead of ~8 KB.
+lives in `vectors` as int8 with a scale (float16 in rows of earlier versions), named by
+a digest, so a vector two plans share is stored once (stores/vectors.py), and a 384-d
+annotation costs ~0.5 KB instead of ~8 KB.
 Rows written by earlier versions, as JSON (their body starts with "{") or as plain
 msgpack, still read back unchanged: no rewrite is needed.
 
@@ -52,12 +53,16 @@ CREATE TABLE IF NOT EXISTS annotations (
     PRIMARY KEY (post_id, producer, version)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS vectors (
-    digest BLOB PRIMARY KEY,
+    digest BLOB NOT NULL UNIQUE,
     dims INTEGER NOT NULL,
     dtype TEXT NOT NULL,
     data BLOB NOT NULL
-) WITHOUT ROWID;
+);
 """
+# `vectors` is a rowid table: rows land in insertion order, so its pages fill (keyed by
+# the random digest, as stores before had it, WITHOUT ROWID, they were ~75% full: ~170
+# bytes a post of six flows); only the small digest index takes random inserts. A store
+# created before keeps its table; the same SQL runs on either.
 # Migration of a store written before fingerprints: the column, empty for old rows.
 _ADD_FINGERPRINT = "ALTER TABLE annotations ADD COLUMN fingerprint TEXT NOT NULL DEFAULT ''"
 # ...and of a store written before binary vectors: rows keep their JSON body, no vector.
@@ -72,8 +77,8 @@ _UPSERT = (
     "fingerprint = excluded.fingerprint, vector = excluded.vector"
 )
 _SELECT = (
-    "SELECT a.created_at, a.body, v.dims, v.dtype, v.data FROM annotations a "
-    "LEFT JOIN vectors v ON v.digest = a.vector"
+    "SELECT a.created_at, a.updated_at, a.fingerprint, a.body, v.dims, v.dtype, v.data "
+    "FROM annotations a LEFT JOIN vectors v ON v.digest = a.vector"
 )
 
 _encoder = msgspec.msgpack.Encoder()
@@ -123,12 +128,14 @@ def _upsert(conn: sqlite3.Connection, rows: list[Row]) -> dict[int, str]:
 
 
 def _encode(annotation: Annotation) -> tuple[bytes, PackedVector | None]:
-    """The row body (msgpack without the embedding, zstd against the packaged
-    dictionary) and the embedding to store apart."""
-    if annotation.embedding is None:
-        return bodies.compress(_encoder.encode(annotation)), None
-    body = _encoder.encode(msgspec.structs.replace(annotation, embedding=None))
-    return bodies.compress(body), pack(annotation.embedding)
+    """The row body (msgpack, zstd against the packaged dictionary) and the embedding to
+    store apart. The body leaves out what the row's columns hold and no dictionary can
+    shrink (the fingerprint's 32 hex digits, two timestamps: ~150 bytes a post of six
+    flows compressed); `_decode` puts them back from the columns."""
+    body = _encoder.encode(msgspec.structs.replace(
+        annotation, embedding=None, content_fingerprint="", created_at=0.0, updated_at=0.0))
+    vector = None if annotation.embedding is None else pack(annotation.embedding)
+    return bodies.compress(body), vector
 
 
 def _row(a: Annotation) -> Row:
@@ -138,8 +145,8 @@ def _row(a: Annotation) -> Row:
 
 
 def _decode(
-    created_at: float, body: bytes, dims: int | None = None, dtype: str | None = None,
-    data: bytes | None = None,
+    created_at: float, updated_at: float, fingerprint: str, body: bytes,
+    dims: int | None = None, dtype: str | None = None, data: bytes | None = None,
 ) -> Annotation:
     if body[:1] == b"{":  # written as JSON by an earlier version, embedding inline
         annotation = _json_decoder.decode(body)
@@ -148,7 +155,10 @@ def _decode(
                                      else body)
         if data is not None and dims is not None and dtype is not None:
             annotation.embedding = unpack(dims, dtype, data)
+    # The columns hold these for every row (bodies of earlier versions hold them too).
     annotation.created_at = created_at
+    annotation.updated_at = updated_at
+    annotation.content_fingerprint = annotation.content_fingerprint or fingerprint
     return annotation
 
 

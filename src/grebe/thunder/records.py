@@ -57,6 +57,7 @@ class InNetworkResult(msgspec.Struct, kw_only=True):
     partial: bool = False  # the time budget ran out before every author was scanned
     authors_scanned: int = 0
     candidates: int = 0  # posts taken under the per-author caps (before the reply rule)
+    authors: int = 0  # distinct authors among `posts` (for the request statistics)
     elapsed_s: float = 0.0
 
 

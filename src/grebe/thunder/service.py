@@ -136,7 +136,7 @@ class InNetworkPostsService(thunder_pb2_grpc.InNetworkPostsServicer):
             if result.partial:
                 m.timeouts.inc()
             m.returned.observe(len(result.posts))
-            m.observe_answer(result.posts)
+            m.observe_answer(result)
             m.requests.labels(grpc.StatusCode.OK.name).inc()
             return response
         finally:

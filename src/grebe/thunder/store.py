@@ -356,11 +356,12 @@ class ThunderStore:
                     break
             found += [p for p in map(get, following[start : start + chunk]) if p is not None]
             scanned = min(start + chunk, len(following))
-        posts, candidates = select(query, found, self.settings, self.by_id)
+        posts, candidates, authors = select(query, found, self.settings, self.by_id)
         return InNetworkResult(
             posts=posts,
             partial=partial,
             authors_scanned=scanned,
             candidates=candidates,
+            authors=authors,
             elapsed_s=time.perf_counter() - started,
         )

@@ -7,14 +7,15 @@ bytes (a repeated field is just its elements one after another). The service sen
 those bytes as they are (its method handler's serializer is the identity), so an answer
 is neither parsed nor serialised again on the server (`encode`).
 
-The cache is keyed by post id and checked by identity against the record: a record
-rebuilt by the store (a late parent filled its reply context) is re-encoded. It holds
-at most `size` posts, dropping the oldest entries first.
+The cache is keyed by the record's identity: a record rebuilt by the store (a late
+parent filled its reply context) is re-encoded. It holds at most `size` posts, dropping
+the oldest entries first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 
 from grebe.thunder.proto import thunder_pb2
 from grebe.thunder.store import LightPost
@@ -24,6 +25,7 @@ from grebe.thunder.store import LightPost
 _POSTS_TAG = b"\x0a"
 _PARTIAL = b"\x10\x01"
 _DEBUG_TAG = b"\x1a"
+_ENCODED = itemgetter(1)  # of a cache entry (record, encoded field)
 
 
 def to_proto(post: LightPost) -> thunder_pb2.LightPost:
@@ -63,40 +65,42 @@ def encode_field(post: LightPost) -> bytes:
 class ResponseEncoder:
     def __init__(self, size: int) -> None:
         self.size = size
-        self._cache: dict[str, tuple[LightPost, bytes]] = {}
+        #: id(record) -> (record, its encoded field). Keyed by identity: an entry holds
+        #: its record, so the id cannot be reused while the entry lives and a hit is
+        #: that very record (a record the store rebuilt is a new object, encoded
+        #: anew); and an int key does not touch the post id string, which in a large
+        #: store is one more cache miss per post (bench/thunder_grpc.py).
+        self._cache: dict[int, tuple[LightPost, bytes]] = {}
 
     def __len__(self) -> int:
         return len(self._cache)
 
     def field(self, post: LightPost) -> bytes:
-        hit = self._cache.get(post.post_id)
-        if hit is not None and hit[0] is post:
+        hit = self._cache.get(id(post))
+        if hit is not None:
             return hit[1]
         encoded = encode_field(post)
         if self.size:
             cache = self._cache
-            cache.pop(post.post_id, None)
-            cache[post.post_id] = (post, encoded)
+            cache[id(post)] = (post, encoded)
             if len(cache) > self.size:
-                del cache[next(iter(cache))]
+                del cache[next(iter(cache))]  # the oldest entry
         return encoded
 
     def encode(self, posts: Sequence[LightPost], partial: bool,
                debug: thunder_pb2.DebugInfo | None = None) -> bytes:
-        """The serialised `GetInNetworkPostsResponse`: the cached fields joined (looked up
-        inline: a call per post was a fifth of the server's time per call), then
-        `partial` and `debug` when set."""
-        cache, field = self._cache, self.field
-        parts: list[bytes] = []
-        append = parts.append
-        for post in posts:
-            hit = cache.get(post.post_id)
-            append(hit[1] if hit is not None and hit[0] is post else field(post))
+        """The serialised `GetInNetworkPostsResponse`: the posts' cached fields joined
+        (looked up in C when all are cached, the usual case; else one by one, encoding
+        the missing), then `partial` and `debug` when set."""
+        try:
+            parts = list(map(_ENCODED, map(self._cache.__getitem__, map(id, posts))))
+        except KeyError:
+            parts = list(map(self.field, posts))
         if partial:
-            append(_PARTIAL)
+            parts.append(_PARTIAL)
         if debug is not None:
             body = debug.SerializeToString()
-            append(_DEBUG_TAG + _varint(len(body)) + body)
+            parts.append(_DEBUG_TAG + _varint(len(body)) + body)
         return b"".join(parts)
 
     def response(self, posts: Sequence[LightPost], partial: bool
