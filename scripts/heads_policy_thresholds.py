@@ -27,6 +27,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA)
     parser.add_argument("--heads", type=Path, default=None, help="default: packaged heads")
+    parser.add_argument("--fpr", type=float, action="append", default=[],
+                        help="another FPR to print (e.g. 0.0028: the PTOS hate remove bar)")
     args = parser.parse_args()
     heads = TextHeads.load(args.heads)
     rows = [r for r in load_rows(args.corpora) if r.corpus != "hatecheck"]
@@ -40,7 +42,7 @@ def main() -> None:
         y = np.array([r.labels[name] for r in val])
         scores = heads.predict(cache.matrix(texts), texts)[name][:, 1]
         cells = []
-        for fpr in OPERATING_FPRS:
+        for fpr in sorted({*OPERATING_FPRS, *args.fpr}):
             limit = threshold_at(scores[y == 0], fpr)
             recall = float((scores[y == 1] >= limit).mean())
             cells.append(f"FPR {fpr:g}: {limit:.4f} (recall {recall:.3f})")

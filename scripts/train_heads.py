@@ -33,7 +33,7 @@ import heads_corpora as hc
 import numpy as np
 from heads_embed import DEFAULT_CORPORA, EmbeddingCache
 from heads_ngram_fit import choose_fusion, fit_ngram_heads
-from heads_spec import CROSS_CORPUS, HEADS, HeadSpec
+from heads_spec import CROSS_CORPUS, EVALUATION_ONLY, HEADS, HeadSpec
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import average_precision_score, f1_score
@@ -369,7 +369,8 @@ def main() -> None:
     ngram_dir.mkdir(parents=True, exist_ok=True)
     print(f"== char n-gram heads for {binary}")
     ngrams = fit_ngram_heads(
-        [r.text for r in rows if r.split == "train" and r.corpus != "hatecheck"],
+        [r.text for r in rows
+         if r.split == "train" and r.corpus not in ("hatecheck", *EVALUATION_ONLY)],
         {
             h: (labelled(rows, h, heads[h].sources, "train"),
                 labelled(rows, h, heads[h].sources, "val"))
