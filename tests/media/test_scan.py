@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,9 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from grebe.cli import app
+from grebe.media.config import MediaConfig, PipelineConfig
+from grebe.media.pipeline import STOPPED, ItemReport
+from grebe.media.scan import scan
 
 
 @pytest.fixture
@@ -69,3 +74,59 @@ def test_scan_with_real_nsfw_and_ocr(photo: Path) -> None:
     assert "markers" in items["page.png"]["ocr_text"]
     assert all(0 <= i["nsfw"][0] < 0.2 for i in items.values())  # ordinary photos
     assert report["models"] == {"nsfw": "open-nsfw", "ocr": "tesseract-eng"}
+
+
+class _StallingOCR:
+    """Reads the photo's view at once and stalls on every video frame until cancelled:
+    the videos can only end by the scan's time cap, whatever the machine's speed."""
+
+    name = "stalling-ocr"
+
+    def __init__(self) -> None:
+        self.stalled = 0
+
+    async def read_text(self, image: object) -> str:
+        if Path(str(image)).name == "view.png":
+            return ""
+        self.stalled += 1
+        await asyncio.Event().wait()
+        return ""
+
+
+def test_scan_stops_at_max_seconds_and_reports_what_finished(
+    inbox: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(work))  # where per-item dirs go
+    for n in range(2):
+        shutil.copy(inbox / "clip.mp4", inbox / f"clip-{n}.mp4")
+    inputs = [str(inbox / name) for name in ("astronaut.png", "clip.mp4", "clip-0.mp4",
+                                             "clip-1.mp4")]
+    config = MediaConfig(pipeline=PipelineConfig(asr=False, nsfw=False))
+    ocr = _StallingOCR()
+    done: list[ItemReport] = []
+
+    result = asyncio.run(scan(inputs, config, models={"ocr": ocr}, on_done=done.append,
+                              max_seconds=8))
+
+    assert result.timed_out
+    items = {Path(i.url).name: i for i in result.items}
+    assert items["astronaut.png"].error is None and items["astronaut.png"].width == 512
+    assert {items[f].error for f in ("clip.mp4", "clip-0.mp4", "clip-1.mp4")} == {STOPPED}
+    assert len(done) == 4  # every item reported, the stopped ones included
+    assert ocr.stalled >= 1  # a video reached classify and was cut off there
+    # The figures of the work done before the cap are kept, not lost with the scan.
+    assert result.stages["download"]["processed"] == 4
+    assert result.stages["classify"]["processed"] >= 1
+    assert list(work.iterdir()) == []  # the stopped items' files removed too
+
+
+def test_scan_cli_max_seconds_exits_1_with_the_partial_report(inbox: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["media", "scan", str(inbox), "--json", "--no-asr", "--no-nsfw", "--no-ocr",
+              "--max-seconds", "0.001"])
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    assert report["timed_out"] is True
+    assert {i["error"] for i in report["items"]} == {STOPPED}

@@ -49,6 +49,7 @@ KIND_IMAGE, KIND_VIDEO, KIND_AUDIO = "image", "video", "audio"
 WARN_NSFW, WARN_OCR = "nsfw", "ocr"  # prefixes of model-failure warnings
 NO_NSFW_MODEL = "no NSFW model configured"
 NO_ASR = "no_asr_configured"  # transcript_error of speech that was not transcribed
+STOPPED = "pipeline stopped before the item finished"  # error of an item stop() abandoned
 
 
 class DuplicateRef(msgspec.Struct, frozen=True, kw_only=True):
@@ -224,7 +225,7 @@ class MediaPipeline:
         self._tasks.clear()
         abandoned = [job for job in self._jobs if not job.future.done()]
         for job in abandoned:
-            job.report.error = "pipeline stopped before the item finished"
+            job.report.error = STOPPED
             await self._finish(job)
         return len(abandoned)
 
