@@ -51,6 +51,7 @@ def test_scan_table_and_failing_item_exit_code(inbox: Path) -> None:
     assert result.exit_code == 1
     assert "near-duplicate" not in result.stdout
     assert "refused" in result.stdout and "stages" in result.stdout
+    assert "p99 ms" in result.stdout
 
 
 @pytest.mark.slow
@@ -82,13 +83,9 @@ class _StallingOCR:
 
     name = "stalling-ocr"
 
-    def __init__(self) -> None:
-        self.stalled = 0
-
     async def read_text(self, image: object) -> str:
         if Path(str(image)).name == "view.png":
             return ""
-        self.stalled += 1
         await asyncio.Event().wait()
         return ""
 
@@ -99,27 +96,25 @@ def test_scan_stops_at_max_seconds_and_reports_what_finished(
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(work))  # where per-item dirs go
-    for n in range(2):
-        shutil.copy(inbox / "clip.mp4", inbox / f"clip-{n}.mp4")
-    inputs = [str(inbox / name) for name in ("astronaut.png", "clip.mp4", "clip-0.mp4",
-                                             "clip-1.mp4")]
+    inputs = [str(inbox / "astronaut.png"), str(inbox / "clip.mp4")]
     config = MediaConfig(pipeline=PipelineConfig(asr=False, nsfw=False))
-    ocr = _StallingOCR()
     done: list[ItemReport] = []
 
-    result = asyncio.run(scan(inputs, config, models={"ocr": ocr}, on_done=done.append,
-                              max_seconds=8))
+    # The video can only end by the cap (its OCR never answers); the photo takes well
+    # under a second, and the cap leaves it a wide margin on a loaded machine.
+    result = asyncio.run(scan(inputs, config, models={"ocr": _StallingOCR()},
+                              on_done=done.append, max_seconds=15))
 
     assert result.timed_out
-    items = {Path(i.url).name: i for i in result.items}
-    assert items["astronaut.png"].error is None and items["astronaut.png"].width == 512
-    assert {items[f].error for f in ("clip.mp4", "clip-0.mp4", "clip-1.mp4")} == {STOPPED}
-    assert len(done) == 4  # every item reported, the stopped ones included
-    assert ocr.stalled >= 1  # a video reached classify and was cut off there
+    photo, video = result.items
+    assert photo.error is None and photo.width == 512
+    assert video.error == STOPPED
+    assert len(done) == 2  # every item reported, the stopped one included
     # The figures of the work done before the cap are kept, not lost with the scan.
-    assert result.stages["download"]["processed"] == 4
+    assert result.stages["download"]["processed"] == 2
     assert result.stages["classify"]["processed"] >= 1
-    assert list(work.iterdir()) == []  # the stopped items' files removed too
+    assert result.stages["dedup"]["processed"] == 1
+    assert list(work.iterdir()) == []  # the stopped item's files removed too
 
 
 def test_scan_cli_max_seconds_exits_1_with_the_partial_report(inbox: Path) -> None:

@@ -186,11 +186,12 @@ def render(result: ScanResult, console: Console) -> None:
             groups.add_row(str(n), ", ".join(_name(u) for u in group))
         console.print(groups)
     stages = Table(title="stages")
-    for column in ("stage", "workers", "processed", "errors", "mean ms", "max ms"):
+    for column in ("stage", "workers", "processed", "errors", "mean ms", "p50 ms", "p99 ms",
+                   "max ms"):
         stages.add_column(column, justify="right" if column != "stage" else "left")
     for stage, s in result.stages.items():
         stages.add_row(stage, str(s["workers"]), str(s["processed"]), str(s["errors"]),
-                       f"{s['mean_ms']:.1f}", f"{s['max_ms']:.1f}")
+                       *(f"{s[k]:.1f}" for k in ("mean_ms", "p50_ms", "p99_ms", "max_ms")))
     console.print(stages)
     if result.models:
         console.print("models: " + ", ".join(f"{k}={v}" for k, v in result.models.items()))
