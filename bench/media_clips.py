@@ -57,8 +57,11 @@ def clip_plan(n: int, cache_dir: Path) -> list[Clip]:
     return clips
 
 
-def make_clip(clip: Clip, photo: Path, wav: Path, salt: int) -> None:
-    """One clip, written to a temporary name in its directory, then renamed into place."""
+def make_clip(clip: Clip, photo: Path, wav: Path, salt: int) -> bool:
+    """One clip, written to a temporary name in its directory, then renamed into place.
+    A clip another run made meanwhile is kept, so several runs can fill one cache."""
+    if clip.path.is_file():
+        return False
     offset = (salt * 0.137) % 1
     pan = (f"crop=iw*3/4:ih*3/4:(iw/4)*t/{clip.seconds}:(ih/4)*{offset:.3f},"
            f"scale=-2:{clip.height},format=yuv420p")
@@ -76,6 +79,7 @@ def make_clip(clip: Clip, photo: Path, wav: Path, salt: int) -> None:
         partial.replace(clip.path)
     finally:
         partial.unlink(missing_ok=True)
+    return True
 
 
 @dataclass(frozen=True)
@@ -90,25 +94,30 @@ class Made:
         return len(self.clips) - self.made
 
 
-def ensure_clips(n: int, cache_dir: Path, workers: int | None = None) -> Made:
-    """The first n clips of the plan, making those not in the cache yet."""
+def ensure_clips(n: int, cache_dir: Path, workers: int | None = None,
+                 reverse: bool = False) -> Made:
+    """The first n clips of the plan, making those not in the cache yet (`reverse`: the
+    last first, so a second run filling the same cache meets the first only at the end)."""
     clips = clip_plan(n, cache_dir)
     clips[0].path.parent.mkdir(parents=True, exist_ok=True)
     missing = [(i, c) for i, c in enumerate(clips) if not c.path.is_file()]
+    if reverse:
+        missing.reverse()
     photos = [skimage_dir() / name for name in PHOTOS]
     wav = speech_wav()
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2) as pool:
-        list(pool.map(lambda ic: make_clip(ic[1], photos[ic[0] % len(photos)], wav, ic[0]),
-                      missing))
+        made = sum(pool.map(lambda ic: make_clip(ic[1], photos[ic[0] % len(photos)], wav, ic[0]),
+                            missing))
     wall = time.monotonic() - started
     mb = sum(c.path.stat().st_size for c in clips) / 2**20
-    return Made(clips=clips, made=len(missing), wall_s=wall, mb=mb)
+    return Made(clips=clips, made=made, wall_s=wall, mb=mb)
 
 
-if __name__ == "__main__":  # make (or top up) the cache on its own: media_clips.py N
+if __name__ == "__main__":  # make (or top up) the cache on its own: media_clips.py N [reverse]
     import sys
 
-    done = ensure_clips(int(sys.argv[1]) if len(sys.argv) > 1 else 1000, default_cache_dir())
+    done = ensure_clips(int(sys.argv[1]) if len(sys.argv) > 1 else 1000, default_cache_dir(),
+                        reverse="reverse" in sys.argv[2:])
     print(f"{len(done.clips)} clips in {done.clips[0].path.parent}: {done.made} made in "
           f"{done.wall_s:.1f} s, {done.reused} reused, {done.mb:.1f} MB")
