@@ -29,7 +29,7 @@ HEIGHTS = (160, 240, 360, 480, 720)
 FPS = 10
 MAX_SECONDS = 20
 CACHE_ENV = "GREBE_BENCH_CACHE"  # overrides ~/.cache/grebe
-MAKE_TIMEOUT_S = 120
+MAKE_TIMEOUT_S = 900  # one clip, under nice on a loaded machine (120 s was hit at load 15)
 
 
 @dataclass(frozen=True)

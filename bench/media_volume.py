@@ -124,8 +124,9 @@ def raw_decode(clips: list[Clip], count: int, max_side: int, max_s: float) -> di
 
 # --- (b) the flows ---
 
-def write_config(data_dir: Path, clip_dir: Path) -> Path:
+def write_config(data_dir: Path, clip_dir: Path, engines: int) -> Path:
     config = {
+        "engine": {"processes": engines},
         "data_dir": str(data_dir),
         "streams": [{"name": "bench", "topic": "posts", "eligibilities": FLOWS}],
         "plans": {"factory": "grebe.flows.registry:build_bundle"},
@@ -161,9 +162,10 @@ def annotated(data_dir: Path) -> int:
         return 0
 
 
-def run_flows(clips: list[Clip], clip_dir: Path, work: Path, max_s: float) -> dict:
+def run_flows(clips: list[Clip], clip_dir: Path, work: Path, max_s: float,
+              engines: int) -> dict:
     data_dir = Path(tempfile.mkdtemp(prefix="grebe-mediavol-data-", dir=work.parent))
-    config = write_config(data_dir, clip_dir)
+    config = write_config(data_dir, clip_dir, engines)
     subprocess.run([GREBE, "ingest", str(posts_file(clips, data_dir)), "-c", str(config)],
                    check=True, stdout=subprocess.DEVNULL)
     env = {**os.environ, "TMPDIR": str(work)}
@@ -214,7 +216,7 @@ def run_flows(clips: list[Clip], clip_dir: Path, work: Path, max_s: float) -> di
             "cpu_s_per_video": cpu / posts if posts else None,
             "peak_rss_mb": rss, "rss_timeline": timeline.points,
             "peak_workdirs": watch.peak_dirs, "workdirs_left": count_workdirs(work),
-            "load": f"{load_before} -> {load_average()}"}
+            "load": f"{load_before} -> {load_average()}", "engines": engines}
 
 
 def workdir_bound(pipeline: PipelineConfig) -> int:
@@ -291,7 +293,8 @@ def print_scan(scanned: dict, raw: dict) -> None:
 def print_flows(flows: dict) -> None:
     cut = " (stopped at the cap)" if flows["timed_out"] else ""
     steady = flows["steady_videos_per_s"]
-    print(f"\n(b) flows {','.join(FLOWS)}{cut}: {flows['videos']}/{flows['of']} posts annotated "
+    print(f"\n(b) flows {','.join(FLOWS)}, {flows['engines']} engine process(es){cut}: "
+          f"{flows['videos']}/{flows['of']} posts annotated "
           f"in {flows['wall_s']:.1f} s = {flows['videos_per_s']:.2f} videos/s"
           + (f" ({steady:.2f}/s after the first annotation at {flows['first_annotation_s']:.1f} s)"
              if steady else "")
@@ -315,6 +318,9 @@ def main() -> None:
                         help="each phase stops here and reports what finished (default 900)")
     parser.add_argument("--deadline-seconds", type=float, default=None,
                         help="the whole run stops here, phases included (default: none)")
+    parser.add_argument("--engine-processes", type=int, default=EngineConfig().processes,
+                        help="grebe run's engine processes; 0 runs the engine in the "
+                             "dispatcher, which has no start timeout (default %(default)s)")
     parser.add_argument("--cache-dir", type=Path, default=default_cache_dir(),
                         help="where the videos are kept between runs (default %(default)s)")
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
@@ -354,9 +360,9 @@ def main() -> None:
             figures |= {"scan": scanned, "raw_decode": raw}
         if not args.no_flows and deadline - time.monotonic() > 1:
             chosen = clips[: args.flow_videos] if args.flow_videos else clips
-            flows = run_flows(chosen, clip_dir, work, cap())
+            flows = run_flows(chosen, clip_dir, work, cap(), args.engine_processes)
             print_flows(flows)
-            engines = max(1, EngineConfig().processes)  # one pipeline per engine process
+            engines = max(1, args.engine_processes)  # one pipeline per engine process
             problems += check_workdirs("flows", flows, engines * bound)
             figures["flows"] = flows
         if args.json:
