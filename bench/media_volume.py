@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 
 import yaml
-from media_clips import HEIGHTS, Clip, default_cache_dir, ensure_clips
+from media_clips import HEIGHTS, Clip, Made, clip_plan, default_cache_dir, ensure_clips
 from media_watch import TIMELINE_POINTS, Timeline, Watch, count_workdirs, load_average
 
 from grebe.config import EngineConfig
@@ -323,6 +323,9 @@ def main() -> None:
                              "dispatcher, which has no start timeout (default %(default)s)")
     parser.add_argument("--cache-dir", type=Path, default=default_cache_dir(),
                         help="where the videos are kept between runs (default %(default)s)")
+    parser.add_argument("--cached-only", action="store_true",
+                        help="use the planned videos already in the cache, make none "
+                             "(when making the rest would not fit in the time)")
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
     args = parser.parse_args()
     if args.videos < 1:
@@ -334,7 +337,14 @@ def main() -> None:
     def cap() -> float:  # a phase's time: its own cap, or what is left of the run's
         return max(1.0, min(args.max_seconds, deadline - time.monotonic()))
 
-    made = ensure_clips(args.videos, args.cache_dir)
+    if args.cached_only:
+        cached = [c for c in clip_plan(args.videos, args.cache_dir) if c.path.is_file()]
+        if not cached:
+            raise SystemExit(f"--cached-only: none of the videos is in {args.cache_dir}")
+        made = Made(clips=cached, made=0, wall_s=0.0,
+                    mb=sum(c.path.stat().st_size for c in cached) / 2**20)
+    else:
+        made = ensure_clips(args.videos, args.cache_dir)
     clips, clip_dir = made.clips, made.clips[0].path.parent
     print(f"videos: {len(clips)} in {clip_dir} ({made.made} made in {made.wall_s:.1f} s, "
           f"{made.reused} reused from the cache; {sum(c.audio for c in clips)} with speech, "
