@@ -346,7 +346,8 @@ def main() -> None:
     else:
         made = ensure_clips(args.videos, args.cache_dir)
     clips, clip_dir = made.clips, made.clips[0].path.parent
-    print(f"videos: {len(clips)} in {clip_dir} ({made.made} made in {made.wall_s:.1f} s, "
+    planned = "" if len(clips) == args.videos else f" of the {args.videos} planned"
+    print(f"videos: {len(clips)}{planned} in {clip_dir} ({made.made} made in {made.wall_s:.1f} s, "
           f"{made.reused} reused from the cache; {sum(c.audio for c in clips)} with speech, "
           f"1-20 s, {min(HEIGHTS)}p-{max(HEIGHTS)}p, {made.mb:.1f} MB); "
           f"load average {load_average()}", flush=True)
