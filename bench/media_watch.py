@@ -9,6 +9,7 @@ Used by bench/media_volume.py.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -138,5 +139,9 @@ class Timeline:
 
     def tick(self, done: int) -> None:
         if done % self.every == 0:
-            self.points.append({"done": done, "s": time.monotonic() - self.started,
-                                "dirs": count_workdirs(self.watch.work), **self.watch.now()})
+            point = {"done": done, "s": time.monotonic() - self.started,
+                     "dirs": count_workdirs(self.watch.work), **self.watch.now()}
+            self.points.append(point)
+            # Progress on stderr as it goes: a run killed from outside still told something.
+            print(f"  {done} done at {point['s']:.0f} s, load {load_average()}, RSS MB all "
+                  f"{point['all']:.0f}", file=sys.stderr, flush=True)
