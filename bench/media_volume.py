@@ -1,7 +1,8 @@
 """Media at volume: N short real videos through `grebe media scan` and through the flows.
 
     nice -n 19 .venv/bin/python bench/media_volume.py [--videos 1000] [--max-seconds 900]
-        [--deadline-seconds S] [--flow-videos N] [--no-flows] [--cache-dir DIR] [--json]
+        [--deadline-seconds S] [--flow-videos N] [--no-flows | --no-scan]
+        [--engine-processes K] [--cache-dir DIR] [--cached-only] [--json]
 
 The videos (bench/media_clips.py: ffmpeg from packaged photos and real speech, 1-20 s,
 160p-720p, every other one with speech) are made once into a cache directory outside git
