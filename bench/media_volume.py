@@ -1,30 +1,33 @@
 """Media at volume: N short real videos through `grebe media scan` and through the flows.
 
-    .venv/bin/python bench/media_volume.py [--videos 1000] [--max-seconds 900]
-                                          [--flow-videos N] [--no-flows]
+    nice -n 19 .venv/bin/python bench/media_volume.py [--videos 1000] [--max-seconds 900]
+        [--deadline-seconds S] [--flow-videos N] [--no-flows | --no-scan]
+        [--engine-processes K] [--cache-dir DIR] [--cached-only] [--json]
 
-The videos are made here with ffmpeg from packaged data: scikit-image photos (a slow pan
-across each, so frames differ) and moonshine-voice's real speech recording, in varied
-lengths (1-20 s) and sizes (160p-720p), every other one with the speech track. They live
-in a temporary directory removed at the end, and are read as files (`fetch.allow_files`
-under that directory only), so the numbers are the pipeline's, not a web server's.
+The videos (bench/media_clips.py: ffmpeg from packaged photos and real speech, 1-20 s,
+160p-720p, every other one with speech) are made once into a cache directory outside git
+and reused by later runs. They are read as files (`fetch.allow_files` under that
+directory only), so the numbers are the pipeline's, not a web server's.
 
 In one run it prints:
 
-- (a) the batch scan (`grebe.media.scan.scan`, what `grebe media scan DIR` runs, with its
-  default models: NSFW classifier, OCR, Whisper tiny.en): videos/s and sampled frames/s;
-  per stage (download = fetch, decode, classify, transcribe, dedup) items, mean and max
-  latency, peak queue depth; peak RSS of the bench process and of its children (decoding
-  children, ASR workers);
+- (a) the batch scan (`grebe.media.scan.scan`, what `grebe media scan` runs, with its
+  default models: NSFW classifier, OCR, Whisper tiny.en): videos/s, sampled frames/s and
+  CPU s per video (the figure that holds on a busy machine); per stage (download = fetch,
+  decode, classify, transcribe, dedup) items, mean/p50/p99/max latency, peak queue depth;
+  peak RSS by role (the bench process, decoding children, ASR workers, tesseract) and the
+  RSS at every tenth of the videos (a leak shows as growth);
 - the same frames decoded by PyAV directly in this process (`grebe.media.video.
   sample_frames`, no child, no PNG, no model): frames/s, and the pipeline's ratio to it;
 - (b) the flows: posts each carrying one of the videos through post_safety and mm_emb_v5
   (`grebe ingest` into the local broker, `grebe run --exit-when-done`, engine processes,
-  SQLite store): videos/s, peak RSS per process (dispatcher, engines, their children);
+  SQLite store): videos/s, CPU s per video, peak RSS per process;
 - intermediate files: the pipeline's per-item directories (`grebe-media-*` under the
-  bench's TMPDIR) at their peak while running, and left at the end (must be 0).
+  bench's TMPDIR) at their peak while running and left at the end. The bench fails (exit
+  1, after printing) if any is left or the peak exceeds what the stage queues allow.
 
-Each phase stops at `--max-seconds` (what finished by then is reported, and says so).
+Each phase stops at `--max-seconds`, and the whole run at `--deadline-seconds`: what
+finished by then is reported, stage figures included, and says so.
 """
 
 from __future__ import annotations
@@ -39,189 +42,66 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from media_clips import HEIGHTS, Clip, Made, clip_plan, default_cache_dir, ensure_clips
+from media_watch import TIMELINE_POINTS, Timeline, Watch, count_workdirs, load_average
 
-from grebe.commands.demo_set import PHOTOS, skimage_dir, speech_wav
-from grebe.media.config import MediaConfig
-from grebe.media.pipeline import ItemReport
+from grebe.config import EngineConfig
+from grebe.media.config import MediaConfig, PipelineConfig
+from grebe.media.pipeline import STOPPED, ItemReport
 from grebe.media.scan import scan
 from grebe.media.video import sample_frames
 
 GREBE = str(Path(sys.executable).parent / "grebe")
 FLOWS = ["post_safety", "mm_emb_v5"]
-HEIGHTS = (160, 240, 360, 480, 720)
-FPS = 10
-WORK_PREFIX = "grebe-media-"  # the pipeline's per-item directories (pipeline._download)
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-# --- the videos ---
-
-@dataclass(frozen=True)
-class Clip:
-    path: Path
-    seconds: int
-    height: int
-    audio: bool
-
-
-def clip_plan(n: int, directory: Path) -> list[Clip]:
-    """Deterministic variety: lengths 1..20 s, five sizes, audio on every other clip."""
-    return [Clip(directory / f"clip-{i:05d}.mp4", 1 + (i * 7) % 20, HEIGHTS[i % len(HEIGHTS)],
-                 i % 2 == 0) for i in range(n)]
-
-
-def make_clip(clip: Clip, photo: Path, wav: Path, salt: int) -> None:
-    # A pan across three quarters of the photo: the frames of one clip differ, and the
-    # offset differs per clip, so near-duplicate search has real work and real matches.
-    offset = (salt * 0.137) % 1
-    pan = (f"crop=iw*3/4:ih*3/4:(iw/4)*t/{clip.seconds}:(ih/4)*{offset:.3f},"
-           f"scale=-2:{clip.height},format=yuv420p")
-    args = ["ffmpeg", "-nostdin", "-loglevel", "error", "-y", "-loop", "1",
-            "-framerate", str(FPS), "-i", str(photo)]
-    if clip.audio:
-        args += ["-stream_loop", "-1", "-i", str(wav)]
-    args += ["-t", str(clip.seconds), "-vf", pan, "-r", str(FPS), "-c:v", "libx264",
-             "-preset", "ultrafast", "-threads", "1"]
-    args += ["-c:a", "aac", "-shortest"] if clip.audio else ["-an"]
-    subprocess.run([*args, str(clip.path)], check=True, capture_output=True, timeout=120)
-
-
-def make_clips(n: int, directory: Path) -> tuple[list[Clip], float]:
-    photos = [skimage_dir() / name for name in PHOTOS]
-    wav = speech_wav()
-    clips = clip_plan(n, directory)
-    started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        list(pool.map(lambda ic: make_clip(ic[1], photos[ic[0] % len(photos)], wav, ic[0]),
-                      enumerate(clips)))
-    return clips, time.monotonic() - started
-
-
-# --- watching processes and the pipeline's temporary directories ---
-
-@dataclass
-class Watch:
-    """Samples, every 0.1 s: peak RSS of a process tree by role, and how many per-item
-    directories the pipeline holds under `work` (cleaned as it goes: bounded, then 0)."""
-
-    root_pid: int
-    work: Path
-    root_role: str
-    names: dict[int, str] = field(default_factory=dict)
-    peak_kb: dict[int, int] = field(default_factory=dict)
-    cpu_s: dict[int, float] = field(default_factory=dict)
-    peak_dirs: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-
-    def __post_init__(self) -> None:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _children(self, pid: int) -> list[int]:
-        out: list[int] = []
-        for task in Path(f"/proc/{pid}/task").glob("*"):
-            try:
-                out += [int(p) for p in (task / "children").read_text().split()]
-            except OSError:
-                continue
-        return out
-
-    def _sample(self, pid: int, role: str) -> None:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            status = Path(f"/proc/{pid}/status").read_text()
-        except OSError:
-            return
-        self.cpu_s[pid] = (int(fields[11]) + int(fields[12])) / TICK
-        for line in status.splitlines():
-            if line.startswith("VmHWM:"):
-                self.peak_kb[pid] = max(self.peak_kb.get(pid, 0), int(line.split()[1]))
-        self.names.setdefault(pid, role)
-
-    def _walk(self, pid: int, role: str) -> None:
-        self._sample(pid, role)
-        for child in self._children(pid):
-            try:
-                cmd = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ")
-            except OSError:
-                continue
-            self._walk(child, _role(cmd.decode("utf-8", "replace"), role))
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._walk(self.root_pid, self.root_role)
-            self.peak_dirs = max(self.peak_dirs, count_workdirs(self.work))
-            self._stop.wait(0.1)
-
-    def stop(self) -> dict[str, float]:
-        """Peak RSS in MB by role (the largest process of each role)."""
-        self._stop.set()
-        self._thread.join()
-        by_role: dict[str, float] = {}
-        for pid, kb in self.peak_kb.items():
-            role = self.names[pid]
-            by_role[role] = max(by_role.get(role, 0.0), kb / 1024)
-        return by_role
-
-
-def _role(cmdline: str, parent: str) -> str:
-    """`parent/what`: what = decode (the sandboxed decoding child), process (a spawned
-    Python process: an engine under the dispatcher, an ASR worker), or the program."""
-    argv = cmdline.split()
-    if "grebe.media.video_sandbox" in argv:
-        what = "decode"
-    elif "multiprocessing" in cmdline or (argv and "python" in Path(argv[0]).name):
-        what = "process"
-    else:
-        what = Path(argv[0]).name if argv else "?"
-    return f"{parent}/{what}"
-
-
-def count_workdirs(work: Path) -> int:
-    try:
-        return sum(1 for p in work.iterdir() if p.name.startswith(WORK_PREFIX))
-    except OSError:
-        return 0
 
 
 # --- (a) the scan, and the raw decode beside it ---
 
-def run_scan(clips: list[Clip], clip_dir: Path, work: Path, max_s: float) -> dict:
+def _cpu_s() -> float:
+    """CPU seconds of this process and of its children that have exited (decoding
+    children, tesseract, the ASR workers once the scan stops them)."""
+    usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    return sum(u.ru_utime + u.ru_stime for u in usage)
+
+
+def run_scan(clips: list[Clip], work: Path, max_s: float) -> dict:
     tempfile.tempdir = str(work)  # the pipeline's per-item directories go under `work`
-    config = MediaConfig()
     done: list[ItemReport] = []
+    stopped = 0
     watch = Watch(os.getpid(), work, "bench")
-    started = time.monotonic()
+    load_before, cpu_before, started = load_average(), _cpu_s(), time.monotonic()
+    timeline = Timeline(max(1, len(clips) // TIMELINE_POINTS), watch, started)
 
-    async def go() -> dict:
-        try:
-            result = await asyncio.wait_for(
-                scan([str(clip_dir)], config, on_done=done.append), timeout=max_s)
-            return {"stages": result.stages, "models": result.models, "timed_out": False,
-                    "groups": len(result.groups)}
-        except TimeoutError:
-            return {"stages": {}, "models": {}, "timed_out": True, "groups": 0}
+    def on_done(report: ItemReport) -> None:
+        nonlocal stopped
+        if report.error == STOPPED:  # cut off by the cap: not a finished video
+            stopped += 1
+            return
+        done.append(report)
+        timeline.tick(len(done))
 
-    outcome = asyncio.run(go())
-    wall = time.monotonic() - started
+    result = asyncio.run(scan([str(c.path) for c in clips], MediaConfig(), on_done=on_done,
+                              max_seconds=max_s))
+    wall, cpu = time.monotonic() - started, _cpu_s() - cpu_before
     rss = watch.stop()
     tempfile.tempdir = None
     frames = sum(r.frames for r in done)
     errors = [f"{Path(r.url).name}: {r.error}" for r in done if r.error]
     return {
-        **outcome, "videos": len(done), "of": len(clips), "wall_s": wall,
-        "videos_per_s": len(done) / wall, "frames": frames, "frames_per_s": frames / wall,
+        "stages": result.stages, "models": result.models, "timed_out": result.timed_out,
+        "groups": len(result.groups), "videos": len(done), "stopped": stopped,
+        "of": len(clips), "wall_s": wall, "videos_per_s": len(done) / wall,
+        "frames": frames, "frames_per_s": frames / wall,
+        "cpu_s_per_video": cpu / len(done) if done else None,
         "transcribed": sum(1 for r in done if r.transcript),
         "errors": errors[:5], "error_count": len(errors),
-        "peak_rss_mb": rss, "peak_workdirs": watch.peak_dirs,
-        "workdirs_left": count_workdirs(work), "done": sorted(Path(r.url).name for r in done),
+        "peak_rss_mb": rss, "rss_timeline": timeline.points, "peak_workdirs": watch.peak_dirs,
+        "workdirs_left": count_workdirs(work), "load": f"{load_before} -> {load_average()}",
+        "done": sorted(Path(r.url).name for r in done),
     }
 
 
@@ -245,8 +125,9 @@ def raw_decode(clips: list[Clip], count: int, max_side: int, max_s: float) -> di
 
 # --- (b) the flows ---
 
-def write_config(data_dir: Path, clip_dir: Path) -> Path:
+def write_config(data_dir: Path, clip_dir: Path, engines: int) -> Path:
     config = {
+        "engine": {"processes": engines},
         "data_dir": str(data_dir),
         "streams": [{"name": "bench", "topic": "posts", "eligibilities": FLOWS}],
         "plans": {"factory": "grebe.flows.registry:build_bundle"},
@@ -282,28 +163,39 @@ def annotated(data_dir: Path) -> int:
         return 0
 
 
-def run_flows(clips: list[Clip], clip_dir: Path, work: Path, max_s: float) -> dict:
+def run_flows(clips: list[Clip], clip_dir: Path, work: Path, max_s: float,
+              engines: int) -> dict:
     data_dir = Path(tempfile.mkdtemp(prefix="grebe-mediavol-data-", dir=work.parent))
-    config = write_config(data_dir, clip_dir)
+    config = write_config(data_dir, clip_dir, engines)
     subprocess.run([GREBE, "ingest", str(posts_file(clips, data_dir)), "-c", str(config)],
                    check=True, stdout=subprocess.DEVNULL)
     env = {**os.environ, "TMPDIR": str(work)}
-    started = time.monotonic()
+    load_before, started = load_average(), time.monotonic()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.Popen([GREBE, "run", "-c", str(config), "--exit-when-done"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # stderr to a file, not a pipe: nobody reads a pipe while it runs, and a full one
+    # (64 KB of log lines over a long run) would block grebe's next write: a stall.
+    log_path = data_dir / "run.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen([GREBE, "run", "-c", str(config), "--exit-when-done"],
+                                env=env, stdout=subprocess.DEVNULL, stderr=log)
     watch = Watch(proc.pid, work, "dispatcher")
+    timeline = Timeline(max(1, len(clips) // TIMELINE_POINTS), watch, started)
     first = None
     timed_out = False
+    seen = 0
     while proc.poll() is None:
-        if first is None and annotated(data_dir):
+        count = annotated(data_dir)
+        if first is None and count:
             first = time.monotonic() - started
+        while seen < count:
+            seen += 1
+            timeline.tick(seen)
         if time.monotonic() - started > max_s:
             timed_out = True
             proc.terminate()
             proc.wait(60)
             break
-        time.sleep(0.2)
+        time.sleep(0.5)
     wall = time.monotonic() - started
     rss = watch.stop()
     # Count leftovers only once every process of the tree is gone (engines outlive the
@@ -313,9 +205,9 @@ def run_flows(clips: list[Clip], clip_dir: Path, work: Path, max_s: float) -> di
             and time.monotonic() < deadline:
         time.sleep(0.2)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    stderr = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
     if proc.returncode not in (0, None) and not timed_out:
-        raise SystemExit(f"grebe run exited {proc.returncode}: {stderr[-2000:]}")
+        tail = log_path.read_text("utf-8", "replace")[-2000:]
+        raise SystemExit(f"grebe run exited {proc.returncode}: {tail}")
     posts = annotated(data_dir)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     shutil.rmtree(data_dir, ignore_errors=True)
@@ -323,8 +215,27 @@ def run_flows(clips: list[Clip], clip_dir: Path, work: Path, max_s: float) -> di
             "first_annotation_s": first, "videos_per_s": posts / wall,
             "steady_videos_per_s": posts / (wall - first) if first and wall > first else None,
             "cpu_s_per_video": cpu / posts if posts else None,
-            "peak_rss_mb": rss, "peak_workdirs": watch.peak_dirs,
-            "workdirs_left": count_workdirs(work)}
+            "peak_rss_mb": rss, "rss_timeline": timeline.points,
+            "peak_workdirs": watch.peak_dirs, "workdirs_left": count_workdirs(work),
+            "load": f"{load_before} -> {load_average()}", "engines": engines}
+
+
+def workdir_bound(pipeline: PipelineConfig) -> int:
+    """Items holding a per-item directory at once, at most, in one pipeline: one per
+    worker of every stage (the directory is made by the download stage and removed when
+    the item leaves the last), plus the queues after download (twice their workers)."""
+    after_download = pipeline.decode_workers + pipeline.classify_workers + pipeline.dedup_workers
+    return pipeline.download_workers + after_download + 2 * after_download
+
+
+def check_workdirs(phase: str, figures: dict, bound: int) -> list[str]:
+    problems = []
+    if figures["workdirs_left"]:
+        problems.append(f"{phase}: {figures['workdirs_left']} per-item directories left")
+    if figures["peak_workdirs"] > bound:
+        problems.append(f"{phase}: {figures['peak_workdirs']} per-item directories live at "
+                        f"once, more than the stage queues allow ({bound})")
+    return problems
 
 
 # --- report ---
@@ -333,41 +244,65 @@ def _rss(by_role: dict[str, float]) -> str:
     return ", ".join(f"{role} {mb:.0f}" for role, mb in sorted(by_role.items()))
 
 
-def print_report(made: dict, scanned: dict, raw: dict, flows: dict | None) -> None:
-    print(f"\nvideos made: {made['n']} in {made['wall_s']:.1f} s "
-          f"({made['audio']} with speech, lengths 1-20 s, {min(HEIGHTS)}p-{max(HEIGHTS)}p, "
-          f"{made['mb']:.1f} MB)")
-    cut = " (stopped at --max-seconds)" if scanned["timed_out"] else ""
-    print(f"\n(a) media scan{cut}: {scanned['videos']}/{scanned['of']} videos in "
-          f"{scanned['wall_s']:.1f} s = {scanned['videos_per_s']:.2f} videos/s, "
-          f"{scanned['frames_per_s']:.1f} frames/s ({scanned['frames']} frames), "
-          f"{scanned['transcribed']} transcribed, {scanned['error_count']} errors, "
-          f"{scanned['groups']} near-duplicate groups; models {scanned['models']}")
-    for line in scanned["errors"]:
-        print(f"    error: {line}")
-    print(f"    {'stage':<11}{'items':>7}{'errors':>7}{'mean ms':>10}{'max ms':>10}"
-          f"{'peak queue':>12}")
-    for stage, s in scanned["stages"].items():
+def _print_timeline(points: list[dict], root: str) -> None:
+    """RSS (MB) by role at every tenth of the videos: flat is bounded, rising is a leak."""
+    if not points:
+        return
+    roles = sorted({k for p in points for k in p} - {"done", "s", "dirs"})
+    names = [r.removeprefix(root + "/") for r in roles]  # `all` and the root stay whole
+    print("    RSS MB over the run: " + f"{'done':>6}{'s':>7}{'dirs':>6}"
+          + "".join(f"{n:>{len(n) + 2}}" for n in names))
+    for p in points:
+        print(" " * 25 + f"{p['done']:>6}{p['s']:>7.0f}{p['dirs']:>6}"
+              + "".join(f"{p.get(r, 0):>{len(n) + 2}.0f}" for r, n in zip(roles, names,
+                                                                            strict=True)))
+
+
+def _print_stages(stages: dict[str, dict]) -> None:
+    print(f"    {'stage':<11}{'items':>7}{'errors':>7}{'mean ms':>10}{'p50 ms':>10}"
+          f"{'p99 ms':>10}{'max ms':>10}{'peak queue':>12}")
+    for stage, s in stages.items():
         name = "fetch" if stage == "download" else stage
         print(f"    {name:<11}{s['processed']:>7}{s['errors']:>7}{s['mean_ms']:>10.1f}"
-              f"{s['max_ms']:>10.1f}{s['peak_queue_depth']:>12}")
+              f"{s['p50_ms']:>10.1f}{s['p99_ms']:>10.1f}{s['max_ms']:>10.1f}"
+              f"{s['peak_queue_depth']:>12}")
+
+
+def print_scan(scanned: dict, raw: dict) -> None:
+    cut = " (stopped at the cap)" if scanned["timed_out"] else ""
+    cpu = scanned["cpu_s_per_video"]
+    print(f"\n(a) media scan{cut}: {scanned['videos']}/{scanned['of']} videos in "
+          f"{scanned['wall_s']:.1f} s = {scanned['videos_per_s']:.2f} videos/s, "
+          f"{scanned['frames_per_s']:.1f} frames/s ({scanned['frames']} frames)"
+          + (f", CPU {cpu:.2f} s per video" if cpu else "")
+          + f"; {scanned['transcribed']} transcribed, {scanned['error_count']} errors, "
+          f"{scanned['stopped']} stopped at the cap, {scanned['groups']} near-duplicate groups;"
+          f" load average {scanned['load']}; models {scanned['models']}")
+    for line in scanned["errors"]:
+        print(f"    error: {line}")
+    _print_stages(scanned["stages"])
     print("    peak RSS MB: " + _rss(scanned["peak_rss_mb"]))
+    _print_timeline(scanned["rss_timeline"], "bench")
+    ratio = scanned["frames_per_s"] / raw["frames_per_s"] if raw["frames"] else float("nan")
     print(f"    raw PyAV decode of the same frames, in process: {raw['frames']} frames of "
           f"{raw['videos']} videos in {raw['wall_s']:.1f} s = {raw['frames_per_s']:.1f} frames/s;"
-          f" pipeline / raw = {scanned['frames_per_s'] / raw['frames_per_s']:.3f}")
+          f" pipeline / raw = {ratio:.3f}")
     print(f"    per-item temp dirs: peak {scanned['peak_workdirs']} live, "
           f"{scanned['workdirs_left']} left at the end")
-    if flows is None:
-        return
-    cut = " (stopped at --max-seconds)" if flows["timed_out"] else ""
+
+
+def print_flows(flows: dict) -> None:
+    cut = " (stopped at the cap)" if flows["timed_out"] else ""
     steady = flows["steady_videos_per_s"]
-    print(f"\n(b) flows {','.join(FLOWS)}{cut}: {flows['videos']}/{flows['of']} posts annotated in "
-          f"{flows['wall_s']:.1f} s = {flows['videos_per_s']:.2f} videos/s"
+    print(f"\n(b) flows {','.join(FLOWS)}, {flows['engines']} engine process(es){cut}: "
+          f"{flows['videos']}/{flows['of']} posts annotated "
+          f"in {flows['wall_s']:.1f} s = {flows['videos_per_s']:.2f} videos/s"
           + (f" ({steady:.2f}/s after the first annotation at {flows['first_annotation_s']:.1f} s)"
              if steady else "")
           + (f"; CPU {flows['cpu_s_per_video']:.2f} s per video" if flows['cpu_s_per_video']
-             else ""))
+             else "") + f"; load average {flows['load']}")
     print("    peak RSS MB: " + _rss(flows["peak_rss_mb"]))
+    _print_timeline(flows["rss_timeline"], "dispatcher")
     print(f"    per-item temp dirs: peak {flows['peak_workdirs']} live, "
           f"{flows['workdirs_left']} left at the end")
 
@@ -379,41 +314,77 @@ def main() -> None:
     parser.add_argument("--flow-videos", type=int, default=None,
                         help="of them, how many go through the flows (default: all)")
     parser.add_argument("--no-flows", action="store_true", help="the scan only")
+    parser.add_argument("--no-scan", action="store_true", help="the flows only")
     parser.add_argument("--max-seconds", type=float, default=900.0,
                         help="each phase stops here and reports what finished (default 900)")
+    parser.add_argument("--deadline-seconds", type=float, default=None,
+                        help="the whole run stops here, phases included (default: none)")
+    parser.add_argument("--engine-processes", type=int, default=EngineConfig().processes,
+                        help="grebe run's engine processes; 0 runs the engine in the "
+                             "dispatcher, which has no start timeout (default %(default)s)")
+    parser.add_argument("--cache-dir", type=Path, default=default_cache_dir(),
+                        help="where the videos are kept between runs (default %(default)s)")
+    parser.add_argument("--cached-only", action="store_true",
+                        help="use the planned videos already in the cache, make none "
+                             "(when making the rest would not fit in the time)")
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
     args = parser.parse_args()
     if args.videos < 1:
         parser.error("--videos must be at least 1")
     if shutil.which("ffmpeg") is None:
         raise SystemExit("ffmpeg is needed to make the videos (apt install ffmpeg)")
+    deadline = time.monotonic() + (args.deadline_seconds or float("inf"))
 
+    def cap() -> float:  # a phase's time: its own cap, or what is left of the run's
+        return max(1.0, min(args.max_seconds, deadline - time.monotonic()))
+
+    if args.cached_only:
+        cached = [c for c in clip_plan(args.videos, args.cache_dir) if c.path.is_file()]
+        if not cached:
+            raise SystemExit(f"--cached-only: none of the videos is in {args.cache_dir}")
+        made = Made(clips=cached, made=0, wall_s=0.0,
+                    mb=sum(c.path.stat().st_size for c in cached) / 2**20)
+    else:
+        made = ensure_clips(args.videos, args.cache_dir)
+    clips, clip_dir = made.clips, made.clips[0].path.parent
+    planned = "" if len(clips) == args.videos else f" of the {args.videos} planned"
+    print(f"videos: {len(clips)}{planned} in {clip_dir} ({made.made} made in {made.wall_s:.1f} s, "
+          f"{made.reused} reused from the cache; {sum(c.audio for c in clips)} with speech, "
+          f"1-20 s, {min(HEIGHTS)}p-{max(HEIGHTS)}p, {made.mb:.1f} MB); "
+          f"load average {load_average()}", flush=True)
+    bound = workdir_bound(MediaConfig().pipeline)
+    problems: list[str] = []
+    figures: dict = {"made": {"n": len(clips), "made": made.made, "wall_s": made.wall_s,
+                              "mb": made.mb}}
     root = Path(tempfile.mkdtemp(prefix="grebe-mediavol-"))
     try:
-        clip_dir, work = root / "clips", root / "work"
-        clip_dir.mkdir()
+        work = root / "work"
         work.mkdir()
-        clips, made_s = make_clips(args.videos, clip_dir)
-        made = {"n": len(clips), "wall_s": made_s, "audio": sum(c.audio for c in clips),
-                "mb": sum(c.path.stat().st_size for c in clips) / 2**20}
-        print(f"made {len(clips)} videos in {made_s:.1f} s", flush=True)
-        scanned = run_scan(clips, clip_dir, work, args.max_seconds)
-        print(f"scanned {scanned['videos']} videos", flush=True)
-        video = MediaConfig().video
-        # The same frames: only the clips the scan finished (all, unless it hit the cap).
-        finished = set(scanned.pop("done"))
-        raw = raw_decode([c for c in clips if c.path.name in finished], video.frames,
-                         video.frame_max_side, args.max_seconds)
-        flows = None
-        if not args.no_flows:
+        if not args.no_scan:
+            scanned = run_scan(clips, work, cap())
+            # The same frames: only the clips the scan finished (all, unless it hit the cap).
+            finished = set(scanned.pop("done"))
+            video = MediaConfig().video
+            raw = raw_decode([c for c in clips if c.path.name in finished], video.frames,
+                             video.frame_max_side, cap())
+            print_scan(scanned, raw)
+            problems += check_workdirs("scan", scanned, bound)
+            figures |= {"scan": scanned, "raw_decode": raw}
+        if not args.no_flows and deadline - time.monotonic() > 1:
             chosen = clips[: args.flow_videos] if args.flow_videos else clips
-            flows = run_flows(chosen, clip_dir, work, args.max_seconds)
-        print_report(made, scanned, raw, flows)
+            flows = run_flows(chosen, clip_dir, work, cap(), args.engine_processes)
+            print_flows(flows)
+            engines = max(1, args.engine_processes)  # one pipeline per engine process
+            problems += check_workdirs("flows", flows, engines * bound)
+            figures["flows"] = flows
         if args.json:
-            print(json.dumps({"made": made, "scan": scanned, "raw_decode": raw, "flows": flows},
-                             indent=2, default=str))
+            print(json.dumps(figures, indent=2, default=str))
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    for line in problems:
+        print(f"FAIL {line}", file=sys.stderr)
+    if problems:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

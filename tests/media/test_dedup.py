@@ -10,8 +10,16 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from grebe.media.dedup import HashEntry, NearDuplicateIndex, hamming, perceptual_hash
+from grebe.media.config import DedupConfig, MediaConfig
+from grebe.media.dedup import (
+    DEFAULT_MAX_ENTRIES,
+    HashEntry,
+    NearDuplicateIndex,
+    hamming,
+    perceptual_hash,
+)
 from grebe.media.image import decode_image
+from grebe.media.pipeline import MediaPipeline
 
 UNRELATED = ["coffee.png", "chelsea.png", "camera.png", "rocket.jpg", "motorcycle_left.png",
              "hubble_deep_field.jpg", "page.png", "coins.png", "horse.png", "brick.png"]
@@ -55,7 +63,7 @@ def test_same_post_is_not_its_own_duplicate(photo: Path) -> None:
             index.add_and_match(HashEntry(post_id="q", media_key="c", hash=h), 4)] == ["a", "b"]
 
 
-def test_bk_tree_agrees_with_a_linear_scan() -> None:
+def test_index_agrees_with_a_plain_hamming_scan() -> None:
     rng = random.Random(42)
     base = [rng.getrandbits(64) for _ in range(50)]
     # Clusters of near values around random centres, plus noise.
@@ -114,3 +122,28 @@ def test_concurrent_near_duplicates_never_miss_each_other() -> None:
     missed = [(a, b) for i, a in enumerate(posts) for b in posts[i + 1:]
               if b not in found[a] and a not in found[b]]
     assert missed == []
+
+
+def test_the_index_keeps_the_most_recent_max_entries_only() -> None:
+    """Bounded for an engine's whole life: the oldest hashes make room for new ones."""
+    index = NearDuplicateIndex(max_entries=3000)
+    rng = random.Random(7)
+    hashes = [rng.getrandbits(64) for _ in range(7000)]  # past the arrays' first doubling
+    for n, h in enumerate(hashes):
+        index.add(HashEntry(post_id=str(n), media_key=str(n), hash=h))
+    assert len(index) == 3000
+    kept = {e.post_id for e in index.entries()}
+    assert kept == {str(n) for n in range(4000, 7000)}
+    assert [m.entry.post_id for m in index.query(hashes[6999], 0)] == ["6999"]
+    assert [m.entry.post_id for m in index.query(hashes[4000], 0)] == ["4000"]
+    assert index.query(hashes[3999], 0) == []  # forgotten
+    # A near copy of a kept hash is still found, with its distance.
+    match = index.add_and_match(HashEntry(post_id="new", media_key="new",
+                                          hash=hashes[5000] ^ 0b101), 2)
+    assert [(m.entry.post_id, m.distance) for m in match] == [("5000", 2)]
+
+
+def test_the_pipeline_index_takes_its_bound_from_the_config() -> None:
+    config = MediaConfig(dedup=DedupConfig(max_entries=64))
+    assert MediaPipeline(config).index.max_entries == 64
+    assert MediaPipeline().index.max_entries == DEFAULT_MAX_ENTRIES

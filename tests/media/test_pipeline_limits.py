@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -115,3 +116,43 @@ async def test_giving_up_cancels_the_posts_media_jobs(slow_server: SlowServer,
         assert slow_server.hits == started + 1
     finally:
         await pipeline.stop()
+
+
+def test_a_job_cancelled_while_its_directory_is_made_leaves_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The per-item directory belongs to the job the moment it exists: a caller giving
+    up (plan timeout, a scan's --max-seconds) while it was being made left an empty
+    `grebe-media-*` behind, one per such job (seen after capped scans)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    photo = tmp_path / "photo.png"
+    photo.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 64)
+    making, made = threading.Event(), threading.Event()
+    real_mkdtemp = tempfile.mkdtemp
+
+    def slow_mkdtemp(*args: object, **kwargs: object) -> str:
+        making.set()
+        time.sleep(0.3)  # a slow disk: long enough for the caller to give up meanwhile
+        try:
+            return real_mkdtemp(*args, **kwargs)  # type: ignore[call-overload, no-any-return]
+        finally:
+            made.set()
+
+    monkeypatch.setattr(tempfile, "mkdtemp", slow_mkdtemp)
+    config = MediaConfig(fetch=FetchConfig(allow_files=True, file_roots=[tmp_path]),
+                         pipeline=PipelineConfig(asr=False, nsfw=False, ocr=False))
+
+    async def go() -> None:
+        pipeline = MediaPipeline(config, work_root=work)
+        await pipeline.start()
+        job = asyncio.create_task(pipeline.submit("p", str(photo)))
+        await asyncio.to_thread(making.wait, 10)
+        job.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await job
+        await asyncio.to_thread(made.wait, 10)
+        await pipeline.stop()
+
+    asyncio.run(go())
+    assert list(work.iterdir()) == []

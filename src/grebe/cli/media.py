@@ -24,10 +24,15 @@ def media_scan(
     distance: Annotated[
         int | None, typer.Option(help="Near-duplicate Hamming distance (of 64 bits).")
     ] = None,
+    max_seconds: Annotated[
+        float | None,
+        typer.Option(min=0.001, help="Stop after this long and report what finished."),
+    ] = None,
 ) -> None:
     """Fetch/decode, classify, transcribe and near-duplicate-check media; print a report.
 
-    Exit code 1 when any item could not be processed (see its error)."""
+    Exit code 1 when any item could not be processed (see its error), items cut off
+    by --max-seconds included."""
     import asyncio
 
     import msgspec
@@ -44,7 +49,8 @@ def media_scan(
     progress_console = Console(stderr=True)
     with Progress(console=progress_console, transient=True) as progress:
         task = progress.add_task("scanning", total=None)
-        result = asyncio.run(scan(inputs, media, on_done=lambda _: progress.advance(task)))
+        result = asyncio.run(scan(inputs, media, on_done=lambda _: progress.advance(task),
+                                  max_seconds=max_seconds))
     if as_json:
         typer.echo(msgspec.json.encode(result).decode())
     else:

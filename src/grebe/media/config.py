@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from grebe.media.dedup import DEFAULT_MAX_ENTRIES
 from grebe.settings_base import Section
 
 
@@ -78,6 +79,9 @@ class ASRConfig(Section):
 class DedupConfig(Section):
     hash: Literal["phash", "dhash"] = "phash"
     max_distance: int = Field(default=10, ge=0, le=64)  # Hamming bits of a 64-bit hash
+    # Hashes kept (a video adds one per sampled frame); the oldest are forgotten, so an
+    # engine that runs for months holds ~37 MB (192 B a hash) and no more.
+    max_entries: int = Field(default=DEFAULT_MAX_ENTRIES, ge=1)
 
 
 class PipelineConfig(Section):

@@ -1,17 +1,21 @@
-"""Near-duplicate media across posts: 64-bit perceptual hashes in a BK-tree.
+"""Near-duplicate media across posts: 64-bit perceptual hashes in a bounded ring.
 
 A resized or recompressed copy of a photo keeps nearly the same perceptual hash, so
-"near-duplicate" is "within Hamming distance d". A BK-tree answers that exactly,
-pruning by the triangle inequality, and is simple enough to trust; multi-index hashing
-is the upgrade when the index outgrows memory-resident scans. Video frames are hashed
-one by one and share their video's media key.
+"near-duplicate" is "within Hamming distance d". The index answers that exactly with a
+vectorised scan (XOR and popcount over a numpy array of the hashes). It began as a
+BK-tree, but at d = 10 of 64 bits a BK-tree prunes almost nothing on perceptual hashes
+of unrelated media: 1,000 videos (8,000 frame hashes) made each query ~5 ms of Python,
+growing linearly, and the tree kept every hash for the life of an engine. The scan is
+~100x cheaper per entry, and the ring keeps the most recent `max_entries` hashes only
+(the oldest are overwritten), so memory and query cost are bounded however long it runs.
+Video frames are hashed one by one and share their video's media key.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import imagehash
@@ -20,6 +24,8 @@ from PIL import Image
 
 HashKind = Literal["phash", "dhash"]
 _HASHERS = {"phash": imagehash.phash, "dhash": imagehash.dhash}
+_INITIAL_SLOTS = 1024  # the ring's arrays start small and double up to max_entries
+DEFAULT_MAX_ENTRIES = 200_000  # 25,000 videos of 8 frames: ~37 MB, ~0.15 ms a query
 
 
 def perceptual_hash(image: np.ndarray | Image.Image, kind: HashKind = "phash") -> int:
@@ -33,7 +39,7 @@ def hamming(a: int, b: int) -> int:
     return (a ^ b).bit_count()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HashEntry:
     post_id: str
     media_key: str  # the media URL (or path): frames of one video share it
@@ -41,52 +47,45 @@ class HashEntry:
     frame: int | None = None  # sample index for video frames
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Match:
     entry: HashEntry
     distance: int
 
 
-@dataclass
-class _Node:
-    hash: int
-    entries: list[HashEntry]
-    children: dict[int, _Node] = field(default_factory=dict)
-
-
 class NearDuplicateIndex:
-    """A thread-safe BK-tree of perceptual hashes. Operations are microseconds to a few
-    milliseconds, so async code may call them directly; the lock guards against
-    threads (decode workers) adding while a query walks the tree."""
+    """A thread-safe ring of the most recent `max_entries` perceptual hashes. A query is
+    one numpy pass (~0.15 ms at 200,000 entries), so async code may call
+    it directly; the lock guards against threads adding while a query reads the ring."""
 
-    def __init__(self) -> None:
-        self._root: _Node | None = None
-        self._size = 0
+    def __init__(self, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
+        if max_entries < 1:
+            raise ValueError(f"max_entries must be at least 1, not {max_entries}")
+        self.max_entries = max_entries
+        self._hashes = np.zeros(min(max_entries, _INITIAL_SLOTS), dtype=np.uint64)
+        self._entries: list[HashEntry] = []  # slot i holds the entry of _hashes[i]
+        self._added = 0  # ever added: the next slot is _added % max_entries
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return self._size
+        return min(self._added, self.max_entries)
 
     def add(self, entry: HashEntry) -> None:
         with self._lock:
             self._add(entry)
 
     def _add(self, entry: HashEntry) -> None:
-        self._size += 1
-        if self._root is None:
-            self._root = _Node(entry.hash, [entry])
-            return
-        node = self._root
-        while True:
-            distance = hamming(entry.hash, node.hash)
-            if distance == 0:
-                node.entries.append(entry)
-                return
-            child = node.children.get(distance)
-            if child is None:
-                node.children[distance] = _Node(entry.hash, [entry])
-                return
-            node = child
+        slot = self._added % self.max_entries
+        if slot == len(self._hashes):  # still filling: grow geometrically, up to the cap
+            grown = np.zeros(min(self.max_entries, 2 * len(self._hashes)), dtype=np.uint64)
+            grown[:slot] = self._hashes
+            self._hashes = grown
+        self._hashes[slot] = entry.hash
+        if slot == len(self._entries):
+            self._entries.append(entry)
+        else:  # the ring is full: the oldest entry makes room
+            self._entries[slot] = entry
+        self._added += 1
 
     def query(self, hash_value: int, max_distance: int) -> list[Match]:
         """Every entry within `max_distance` bits, nearest first."""
@@ -94,15 +93,9 @@ class NearDuplicateIndex:
             return self._query(hash_value, max_distance)
 
     def _query(self, hash_value: int, max_distance: int) -> list[Match]:
-        found: list[Match] = []
-        stack = [self._root] if self._root is not None else []
-        while stack:
-            node = stack.pop()
-            distance = hamming(hash_value, node.hash)
-            if distance <= max_distance:
-                found.extend(Match(e, distance) for e in node.entries)
-            low, high = distance - max_distance, distance + max_distance
-            stack.extend(c for d, c in node.children.items() if low <= d <= high)
+        distances = np.bitwise_count(self._hashes[: len(self)] ^ np.uint64(hash_value))
+        near = np.flatnonzero(distances <= max_distance)
+        found = [Match(self._entries[i], int(distances[i])) for i in near]
         found.sort(key=lambda m: (m.distance, m.entry.post_id, m.entry.media_key))
         return found
 
@@ -116,13 +109,7 @@ class NearDuplicateIndex:
 
     def entries(self) -> Iterator[HashEntry]:
         with self._lock:
-            stack = [self._root] if self._root is not None else []
-            out: list[HashEntry] = []
-            while stack:
-                node = stack.pop()
-                out.extend(node.entries)
-                stack.extend(node.children.values())
-        return iter(out)
+            return iter(list(self._entries))
 
     def groups(self, max_distance: int) -> list[list[str]]:
         """Media keys connected by near-duplicate hashes (transitively), largest first;

@@ -14,6 +14,7 @@ corrupt file) ends the item with `error`; a failing model only adds a warning.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import shutil
 import tempfile
@@ -49,6 +50,8 @@ KIND_IMAGE, KIND_VIDEO, KIND_AUDIO = "image", "video", "audio"
 WARN_NSFW, WARN_OCR = "nsfw", "ocr"  # prefixes of model-failure warnings
 NO_NSFW_MODEL = "no NSFW model configured"
 NO_ASR = "no_asr_configured"  # transcript_error of speech that was not transcribed
+STOPPED = "pipeline stopped before the item finished"  # error of an item stop() abandoned
+WORK_PREFIX = "grebe-media-"  # each item's temporary directory
 
 
 class DuplicateRef(msgspec.Struct, frozen=True, kw_only=True):
@@ -178,7 +181,7 @@ class MediaPipeline:
         self.nsfw = nsfw if p.nsfw else None
         self.ocr = ocr if p.ocr else None
         self.asr = asr if p.asr else None
-        self.index = index or NearDuplicateIndex()
+        self.index = index or NearDuplicateIndex(self.config.dedup.max_entries)
         self._metrics = metrics
         self._work_root = work_root
         self._workers = {DOWNLOAD: p.download_workers, DECODE: p.decode_workers,
@@ -224,7 +227,7 @@ class MediaPipeline:
         self._tasks.clear()
         abandoned = [job for job in self._jobs if not job.future.done()]
         for job in abandoned:
-            job.report.error = "pipeline stopped before the item finished"
+            job.report.error = STOPPED
             await self._finish(job)
         return len(abandoned)
 
@@ -351,8 +354,18 @@ class MediaPipeline:
     # --- the stages ---
 
     async def _download(self, job: _Job) -> None:
-        job.workdir = Path(await asyncio.to_thread(
-            tempfile.mkdtemp, prefix="grebe-media-", dir=self._work_root))
+        # Once the thread runs, the directory will exist whatever happens to the job, so
+        # it is the job's (and removed with it) even when the caller gives up meanwhile;
+        # awaited unshielded, a cancellation here left it behind, empty, for good.
+        making = asyncio.ensure_future(asyncio.to_thread(
+            tempfile.mkdtemp, prefix=WORK_PREFIX, dir=self._work_root))
+        try:
+            made = await asyncio.shield(making)
+        except asyncio.CancelledError:
+            with contextlib.suppress(OSError):
+                job.workdir = Path(await making)
+            raise
+        job.workdir = Path(made)
         fetched = await self.fetcher.fetch(job.report.url, job.workdir)
         job.fetched = fetched
         job.report.kind, job.report.content_type = fetched.kind, fetched.content_type

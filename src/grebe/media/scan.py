@@ -3,6 +3,7 @@ then one report (items, near-duplicate groups, per-stage stats) as a table or JS
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,6 +30,8 @@ class ScanResult(msgspec.Struct, kw_only=True):
     groups: list[list[str]]  # near-duplicate media, by input
     stages: dict[str, dict[str, float | int]]
     models: dict[str, str] = {}
+    # Stopped at `max_seconds`: the items not finished by then carry pipeline.STOPPED.
+    timed_out: bool = False
 
 
 def expand_inputs(inputs: Sequence[str]) -> tuple[list[str], list[Path]]:
@@ -97,8 +100,13 @@ async def scan(
     *,
     models: dict[str, Any] | None = None,
     on_done: Callable[[ItemReport], None] | None = None,
+    max_seconds: float | None = None,
 ) -> ScanResult:
-    """Scan every input (each its own 'post'), then report duplicates across them."""
+    """Scan every input (each its own 'post'), then report duplicates across them.
+
+    With `max_seconds`, the scan stops there and still reports: what finished, the
+    stage figures so far, and the rest as stopped (their temporary files removed). A
+    caller cancelling the scan instead would get nothing back for minutes of work."""
     urls, roots = expand_inputs(inputs)
     config = config.model_copy(deep=True)
     if roots:
@@ -110,8 +118,14 @@ async def scan(
         asr = (await _started({"asr": ASRProcessor(config.asr, config.video)})).get("asr")
     pipeline = MediaPipeline(config, nsfw=models.get("nsfw"), ocr=models.get("ocr"), asr=asr)
     await pipeline.start()
+    timed_out = False
     try:
-        items = await pipeline.scan([(url, url) for url in urls], on_done=on_done)
+        work = asyncio.ensure_future(pipeline.scan([(url, url) for url in urls], on_done=on_done))
+        finished, _ = await asyncio.wait((work,), timeout=max_seconds)
+        if not finished:
+            timed_out = True
+            await pipeline.stop(drain_window_s=0)  # every item left ends as STOPPED
+        items = await work
     finally:
         await pipeline.stop()
         if asr is not None:
@@ -123,6 +137,7 @@ async def scan(
         items=items,
         groups=pipeline.index.groups(config.dedup.max_distance),
         stages=pipeline.stats(),
+        timed_out=timed_out,
         models={
             **{role: getattr(m, "name", type(m).__name__) for role, m in models.items()},
             **({"asr": "faster-whisper:" + (config.asr.model_path.name if config.asr.model_path
@@ -171,11 +186,12 @@ def render(result: ScanResult, console: Console) -> None:
             groups.add_row(str(n), ", ".join(_name(u) for u in group))
         console.print(groups)
     stages = Table(title="stages")
-    for column in ("stage", "workers", "processed", "errors", "mean ms", "max ms"):
+    for column in ("stage", "workers", "processed", "errors", "mean ms", "p50 ms", "p99 ms",
+                   "max ms"):
         stages.add_column(column, justify="right" if column != "stage" else "left")
     for stage, s in result.stages.items():
         stages.add_row(stage, str(s["workers"]), str(s["processed"]), str(s["errors"]),
-                       f"{s['mean_ms']:.1f}", f"{s['max_ms']:.1f}")
+                       *(f"{s[k]:.1f}" for k in ("mean_ms", "p50_ms", "p99_ms", "max_ms")))
     console.print(stages)
     if result.models:
         console.print("models: " + ", ".join(f"{k}={v}" for k, v in result.models.items()))
