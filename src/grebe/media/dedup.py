@@ -22,10 +22,12 @@ import imagehash
 import numpy as np
 from PIL import Image
 
+from grebe.media.config import DEFAULT_DEDUP_MAX_ENTRIES
+
 HashKind = Literal["phash", "dhash"]
 _HASHERS = {"phash": imagehash.phash, "dhash": imagehash.dhash}
 _INITIAL_SLOTS = 1024  # the ring's arrays start small and double up to max_entries
-DEFAULT_MAX_ENTRIES = 200_000  # 25,000 videos of 8 frames: ~37 MB, ~0.15 ms a query
+DEFAULT_MAX_ENTRIES = DEFAULT_DEDUP_MAX_ENTRIES
 
 
 def perceptual_hash(image: np.ndarray | Image.Image, kind: HashKind = "phash") -> int:
