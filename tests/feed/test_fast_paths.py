@@ -6,18 +6,17 @@ occurrence wins) equals "best similarity per post, then by similarity, ties by i
 from __future__ import annotations
 
 import random
-import time
 
 import numpy as np
 import pytest
 
-from grebe.feed.ann import PostANNIndex
 from grebe.feed.candidates import FeedCandidate, HomeQuery
 from grebe.feed.scorers import WeightedScorer
 from grebe.feed.settings import FeedSettings
 from grebe.feed.sources import SimilarPostsSource
-from grebe.thunder.events import PostCreate
 from grebe.thunder.store import ThunderStore
+
+from .worlds import random_world
 
 
 def _candidates(rng: np.random.Generator, n: int, dim: int) -> list[FeedCandidate]:
@@ -60,22 +59,6 @@ def test_interest_from_one_matrix_equals_row_by_row() -> None:
     assert got[3] == 0.4 and got[9] == 0.7
 
 
-class CountingIndex(PostANNIndex):
-    """Records each search call's depth, to show how many the source makes."""
-
-    def __init__(self, dim: int) -> None:
-        super().__init__(dim)
-        self.calls: list[tuple[int, int]] = []  # (query vectors, depth)
-        self.found: list[list[tuple[str, float]]] = []  # every search's answer
-
-    def search_many(self, vectors, k, exclude=()):  # type: ignore[no-untyped-def]
-        self.calls.append((len(vectors), k))
-        found = super().search_many(vectors, k, exclude)
-        self.found += found
-        return found
-
-
-
 def _definition(store: ThunderStore, found: list[list[tuple[str, float]]],
                 skip: set[str], k: int) -> list[tuple[str, float]]:
     """Best similarity per post over the searches, most similar first, ties by id,
@@ -96,18 +79,8 @@ def _definition(store: ThunderStore, found: list[list[tuple[str, float]]],
 
 
 async def test_similar_posts_best_similarity_first_ties_by_id() -> None:
-    rng = np.random.default_rng(2)
-    prng = random.Random(2)
-    store = ThunderStore()
-    index = CountingIndex(8)
-    vectors = rng.normal(size=(400, 8)).astype(np.float32)
-    vectors[20:30] = vectors[10]  # exact ties in similarity
-    ids = [f"p{i:03d}" for i in range(400)]
-    now = time.time()
-    for i, pid in enumerate(ids):
-        store.apply(PostCreate(post_id=pid, author_id=f"u{prng.randrange(40)}",
-                               created_at=now - 500 + i))
-    index.add_many(ids, vectors)
+    store, index, vectors, _ = random_world(2, posts=400, authors=40,
+                                            ties=(slice(20, 30), 10))
     settings = FeedSettings.model_validate({"out_of_network_max": 60, "min_similarity": 0.8,
                               "backfill_min_similarity": 0.0})
     source = SimilarPostsSource(index, store, settings)
@@ -132,17 +105,7 @@ async def test_similar_posts_one_batched_search_when_the_shares_fill_the_page() 
     equal share of k + k/4; the answer is the definition (best similarity per post,
     most similar first, followed authors skipped) over those searches. Only when the
     shares leave the page short is the mean searched again at the full depth."""
-    rng = np.random.default_rng(5)
-    prng = random.Random(5)
-    store = ThunderStore()
-    index = CountingIndex(8)
-    vectors = rng.normal(size=(3000, 8)).astype(np.float32)
-    ids = [f"p{i:04d}" for i in range(3000)]
-    now = time.time()
-    for i, pid in enumerate(ids):
-        store.apply(PostCreate(post_id=pid, author_id=f"u{prng.randrange(300)}",
-                               created_at=now - 5000 + i))
-    index.add_many(ids, vectors)
+    store, index, vectors, _ = random_world(5, posts=3000, authors=300)
     settings = FeedSettings.model_validate({"out_of_network_max": 40,
                                             "min_similarity": 0.5})
     source = SimilarPostsSource(index, store, settings)

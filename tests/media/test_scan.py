@@ -29,12 +29,17 @@ def inbox(tmp_path: Path, photo: Path, silent_clip: Path) -> Path:
     return folder
 
 
-def test_scan_json_report(inbox: Path) -> None:
+def _scan_json(inbox: Path, *options: str, exit_code: int) -> dict:
+    """`grebe media scan --json` with the heavy models off: its parsed report."""
     result = CliRunner().invoke(
         app, ["media", "scan", str(inbox), "--json", "--no-asr", "--no-nsfw", "--no-ocr",
-              "--frames", "3"])
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
+              *options])
+    assert result.exit_code == exit_code, result.output
+    return json.loads(result.stdout)
+
+
+def test_scan_json_report(inbox: Path) -> None:
+    report = _scan_json(inbox, "--frames", "3", exit_code=0)
     items = {Path(i["url"]).name: i for i in report["items"]}
     assert set(items) == {"astronaut.png", "coffee.png", "copy.jpg", "clip.mp4"}
     assert items["clip.mp4"]["kind"] == "video" and items["clip.mp4"]["frames"] == 3
@@ -118,10 +123,6 @@ def test_scan_stops_at_max_seconds_and_reports_what_finished(
 
 
 def test_scan_cli_max_seconds_exits_1_with_the_partial_report(inbox: Path) -> None:
-    result = CliRunner().invoke(
-        app, ["media", "scan", str(inbox), "--json", "--no-asr", "--no-nsfw", "--no-ocr",
-              "--max-seconds", "0.001"])
-    assert result.exit_code == 1, result.output
-    report = json.loads(result.stdout)
+    report = _scan_json(inbox, "--max-seconds", "0.001", exit_code=1)
     assert report["timed_out"] is True
     assert {i["error"] for i in report["items"]} == {STOPPED}
