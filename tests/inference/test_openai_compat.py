@@ -136,6 +136,23 @@ async def test_embeddings_are_ordered_normalised_and_batched(server: FakeOpenAIS
     assert len(server.requests) < 20  # 1 probe + a few gathered batches, not 100
 
 
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "1e999"])
+async def test_embeddings_that_are_not_finite_are_an_inference_error(
+    server: FakeOpenAIServer, value: str
+) -> None:
+    # Published, such a vector became JSON null that no reader decodes; it must fail the
+    # task instead (classified, so the post is retried or dead-lettered with the reason).
+    server.script.append(Reply(body=f'{{"data": [{{"index": 0, "embedding": [{value}, 1, 2]}}]}}'))
+    embedder = OpenAIEmbedder(client(server.url), dim=3, max_wait_ms=1)
+    await embedder.start()
+    try:
+        with pytest.raises(InferenceError, match="not finite for texts \\[0\\]"):
+            await embedder.embed(["a post"])
+        assert (await embedder.embed(["a post"])).shape == (1, 3)  # the next call is fine
+    finally:
+        await embedder.stop()
+
+
 async def test_chat_returns_a_validated_struct_and_sends_the_schema(
     server: FakeOpenAIServer,
 ) -> None:

@@ -261,6 +261,12 @@ class OpenAIEmbedder:
             )
         if self._dim is not None and matrix.shape[1] != self._dim:
             raise InferenceError(f"{self.name}: expected dim {self._dim}, got {matrix.shape[1]}")
+        bad = np.flatnonzero(~np.isfinite(matrix).all(axis=1))
+        if bad.size:  # NaN/Infinity in the JSON, or a value past float32: no vector to keep
+            raise InferenceError(
+                f"{self.name}: embeddings with values that are not finite for texts "
+                f"{bad[:5].tolist()}"
+            )
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         return list(matrix / np.clip(norms, 1e-12, None))
 
