@@ -15,8 +15,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import procstat
+
 WORK_PREFIX = "grebe-media-"  # the pipeline's per-item directories (pipeline._download)
-TICK = os.sysconf("SC_CLK_TCK")
 TIMELINE_POINTS = 10  # RSS samples over a phase, at every tenth of the items
 
 
@@ -51,17 +52,12 @@ class Watch:
         return out
 
     def _sample(self, pid: int, role: str) -> None:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            status = Path(f"/proc/{pid}/status").read_text()
-        except OSError:
+        now = procstat.sample(pid)
+        if now is None:
             return
-        self.cpu_s[pid] = (int(fields[11]) + int(fields[12])) / TICK
-        for line in status.splitlines():
-            if line.startswith("VmHWM:"):
-                self.peak_kb[pid] = max(self.peak_kb.get(pid, 0), int(line.split()[1]))
-            elif line.startswith("VmRSS:"):
-                self._walking[pid] = int(line.split()[1])
+        self.cpu_s[pid] = now.cpu_s
+        self.peak_kb[pid] = max(self.peak_kb.get(pid, 0), now.peak_kb)
+        self._walking[pid] = now.rss_kb
         self.names.setdefault(pid, role)
 
     def _walk(self, pid: int, role: str) -> None:

@@ -52,6 +52,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import procstat
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,7 +60,6 @@ TWEETS = ROOT / "bench" / "data" / "tweets.jsonl"
 GREBE = str(Path(sys.executable).parent / "grebe")
 FLOWS = ["spam_comment", "post_safety", "safety_ptos", "banger_initial_screen",
          "post_embedding_with_summary", "mm_emb_v5"]
-TICK = os.sysconf("SC_CLK_TCK")
 PYCACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "grebe-bench-pycache"
 #: The environment of every `grebe` process the bench starts (see "Bytecode" above).
 CHILD_ENV = dict(os.environ)
@@ -118,15 +118,11 @@ class ProcessWatch:
             return []
 
     def _sample(self, pid: int, name: str) -> None:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            status = Path(f"/proc/{pid}/status").read_text()
-        except OSError:
+        now = procstat.sample(pid)
+        if now is None:
             return
-        self.cpu[pid] = (int(fields[11]) + int(fields[12])) / TICK
-        for line in status.splitlines():
-            if line.startswith("VmHWM:"):
-                self.peak_kb[pid] = int(line.split()[1])
+        self.cpu[pid] = now.cpu_s
+        self.peak_kb[pid] = now.peak_kb
         self.names.setdefault(pid, name)
 
     def _run(self) -> None:
