@@ -14,7 +14,7 @@ import pytest
 from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
 from grebe.inference import langid_model
-from grebe.inference.minilm_quant import CACHE_ENV
+from grebe.inference.machine_cache import CACHE_ENV
 from grebe.inference.text import LanguageIdClassifier
 
 TWEETS = Path(__file__).resolve().parents[2] / "bench" / "data" / "tweets.jsonl"

@@ -14,6 +14,7 @@ import onnx
 import pytest
 
 from grebe.errors import InferenceError
+from grebe.inference.machine_cache import CACHE_ENV
 from grebe.inference.minilm import (
     MODEL_NAME,
     PACKAGED_NAME,
@@ -21,7 +22,7 @@ from grebe.inference.minilm import (
     MiniLMModel,
     packaged_model_files,
 )
-from grebe.inference.minilm_quant import CACHE_ENV, QUANTIZED_NAME, quantized_model_dir
+from grebe.inference.minilm_quant import QUANTIZED_NAME, quantized_model_dir
 
 TWEETS = Path(__file__).resolve().parents[2] / "bench" / "data" / "tweets.jsonl"
 

@@ -4,8 +4,8 @@ py3langid ships its model as an LZMA-compressed npz (4.6 MB on disk, 68 MB decod
 decompresses it on every `LanguageIdentifier.from_model_file`: ~0.45 s of CPU per engine
 start, a fifth of an engine's start-up (py-spy, docs/benchmarks.md "Real flows"). Here
 the decoded arrays are written once as plain `.npy` files under the cache directory
-(`$GREBE_CACHE_DIR`, else `$XDG_CACHE_HOME/grebe`, else `~/.cache/grebe`), keyed by the
-model file's size and modification time and py3langid's version, and later starts map
+(`grebe.inference.machine_cache`), keyed by the model file's size and modification
+time and py3langid's version, and later starts map
 them (the big probability table stays a read-only memory map shared by every engine).
 
 The identifier is built from exactly the arrays py3langid's own loader returns, so its
@@ -15,7 +15,6 @@ cut short) costs only the slow path: the model is then decoded as py3langid does
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import shutil
 import tempfile
@@ -26,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from grebe.inference.minilm_quant import cache_root  # one cache directory for both
+from grebe.inference.machine_cache import cache_root, publish, source_key
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +42,7 @@ def model_file() -> Path:
 
 
 def _cache_dir(source: Path) -> Path:
-    stat = source.stat()
-    version = metadata.version("py3langid")
-    return cache_root() / "py3langid" / f"{version}-{stat.st_size}-{stat.st_mtime_ns}"
+    return cache_root() / "py3langid" / source_key(source, metadata.version("py3langid"))
 
 
 def _unsigned(values: np.ndarray) -> array:
@@ -68,19 +65,11 @@ def _decode(source: Path) -> dict[str, np.ndarray]:
 
 
 def _write(directory: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Write the arrays into a fresh directory, then rename it into place: a reader
-    sees the whole cache or none of it, and concurrent writers (engines starting
-    together) do not mix files."""
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=directory.parent))
-    try:
+    def save(staging: Path) -> None:
         for name, values in arrays.items():
             np.save(staging / f"{name}.npy", values, allow_pickle=False)
-        with contextlib.suppress(OSError):  # another engine got there first: as good
-            staging.rename(directory)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+
+    publish(directory, save)
 
 
 def _read(directory: Path) -> dict[str, np.ndarray] | None:
