@@ -21,7 +21,7 @@ import msgspec
 
 from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
-from grebe.flows import judge, language, llm, modes, shared
+from grebe.flows import language, llm, modes, shared, verdict_memo
 from grebe.flows.catalog import Flow
 from grebe.flows.enforcement import EnforcementHistory
 from grebe.flows.policy import RESTRICTIVE_ACTIONS
@@ -101,7 +101,7 @@ TEXT_MODELS = "the spam, hate and offensive-language models"
 
 async def spam(ctx: TaskContext) -> float:
     if ctx.services.models.heads is not None and not shared.uses_llm(ctx):
-        await judge.verdicts(ctx, text_of(ctx))  # one embedding, every head, memoised
+        await verdict_memo.verdicts(ctx, text_of(ctx))  # one embedding, every head, memoised
         return 0.0
     if shared.uses_llm(ctx) or await language.local_abstain(ctx, TEXT_MODELS):
         return 0.0
@@ -123,7 +123,7 @@ async def local_categories(ctx: TaskContext, settings: PtosSettings) -> dict[str
     post in a language they do not cover keeps only what does not read its text."""
     text, facts = text_of(ctx), ctx.results["media"]
     if ctx.services.models.heads is not None:
-        found = await judge.verdicts(ctx, text)
+        found = await verdict_memo.verdicts(ctx, text)
         abstained = [v.reason for v in found.values() if v.abstained]
         why_not = abstained[0] if abstained else None
         scored = head_categories(ctx, settings, text, found)
@@ -197,7 +197,7 @@ async def cross_check(ctx: TaskContext) -> dict[str, str]:
             second = CrossCheck(answer.violation, f"second prompt: {answer.reason}")
     else:
         second = local_child_safety_check(text, facts, settings,
-                                          await judge.verdicts(ctx, text))
+                                          await verdict_memo.verdicts(ctx, text))
     review: dict[str, str] = {}
     why = disagreement(CHILD_SAFETY, first, second) if second is not None else None
     if why:

@@ -16,7 +16,7 @@ import msgspec
 
 from grebe.core.plan import Plan
 from grebe.core.task import TaskContext
-from grebe.flows import judge, language, llm, shared
+from grebe.flows import judge, language, llm, shared, verdict_memo
 from grebe.flows.catalog import Flow
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import SafetySettings
@@ -58,7 +58,7 @@ async def post_text(ctx: TaskContext) -> dict[str, float]:
     """The post text's scores; zeros when the models do not cover its language (media
     text is OCR'd and transcribed by English models, so it is scored as English)."""
     if ctx.services.models.heads is not None and not shared.uses_llm(ctx):
-        found = await judge.verdicts(ctx, ctx.payload.post.text)
+        found = await verdict_memo.verdicts(ctx, ctx.payload.post.text)
         return {name: v.score for name, v in found.items()}
     if shared.uses_llm(ctx) or await language.local_abstain(ctx, TEXT_MODELS):
         return {LABEL_HATE: 0.0, LABEL_OFFENSIVE: 0.0}
@@ -71,7 +71,7 @@ async def media_text(ctx: TaskContext) -> dict[str, float]:
         return {LABEL_HATE: 0.0, LABEL_OFFENSIVE: 0.0}
     text = f"{facts.ocr_text}\n{facts.transcript}"
     if ctx.services.models.heads is not None:
-        found = await judge.verdicts(ctx, text, gate=False)
+        found = await verdict_memo.verdicts(ctx, text, gate=False)
         return {name: v.score for name, v in found.items()}
     return await text_scores(ctx, text)
 
@@ -91,8 +91,8 @@ async def classify_heads(ctx: TaskContext, settings: SafetySettings) -> list[str
     `insult` when it is aimed at a person, `hate`, `threat`; each from the post text or
     the text in its media, whichever fired; `nsfw` from the image model."""
     facts: MediaFacts = ctx.results["media"]
-    post = await judge.verdicts(ctx, ctx.payload.post.text)
-    media = await judge.verdicts(ctx, f"{facts.ocr_text}\n{facts.transcript}", gate=False)
+    post = await verdict_memo.verdicts(ctx, ctx.payload.post.text)
+    media = await verdict_memo.verdicts(ctx, f"{facts.ocr_text}\n{facts.transcript}", gate=False)
     failed: list[str] = []
     if facts.max_nsfw >= settings.nsfw_threshold:
         failed.append(LABEL_NSFW)

@@ -23,7 +23,7 @@ import msgspec
 
 from grebe.core.plan import Plan
 from grebe.core.task import SkipTask, TaskContext
-from grebe.flows import judge, language, llm, shared
+from grebe.flows import judge, language, llm, shared, verdict_memo
 from grebe.flows.catalog import Flow
 from grebe.flows.coordination import Campaign, CoordinationIndex
 from grebe.flows.services import MediaFacts
@@ -82,7 +82,7 @@ async def head(ctx: TaskContext) -> float:
     if shared.uses_llm(ctx) or await abstain(ctx):
         return 0.0
     if ctx.services.models.heads is not None:
-        return (await judge.verdicts(ctx, full_text(ctx)))[judge.SPAM].score
+        return (await verdict_memo.verdicts(ctx, full_text(ctx)))[judge.SPAM].score
     return await shared.spam_head_score(ctx, full_text(ctx))
 
 
@@ -131,7 +131,7 @@ def repeated_links(sig: TextSignals, settings: SpamSettings) -> str | None:
 
 async def with_heads(ctx: TaskContext, settings: SpamSettings) -> tuple[float, str, bool]:
     """The spam head at its (policy or validation) threshold, or the repeated-links rule."""
-    verdict = (await judge.verdicts(ctx, full_text(ctx)))[judge.SPAM]
+    verdict = (await verdict_memo.verdicts(ctx, full_text(ctx)))[judge.SPAM]
     rule = repeated_links(ctx.results["signals"], settings)
     reason = "; ".join(r for r in (verdict.reason, rule) if r)
     return verdict.score, reason, verdict.fired or rule is not None
