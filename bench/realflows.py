@@ -86,6 +86,17 @@ def write_config(data_dir: Path, flows: list[str], engines: int | None) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def scratch(prefix: str) -> Iterator[Path]:
+    """A run's data directory (log, store, config, posts), removed when the run ends,
+    failed or not: each run wrote ~16 MB under /tmp and left it there."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def posts_file(n: int, directory: Path, tag: str) -> Path:
     lines = TWEETS.read_text().splitlines()
     out = directory / f"posts-{tag}.jsonl"
@@ -210,7 +221,11 @@ def ingest(config: Path, path: Path) -> None:
 
 
 def throughput_run(n: int, flows: list[str], engines: int | None) -> dict:
-    data_dir = Path(tempfile.mkdtemp(prefix="grebe-realflows-"))
+    with scratch("grebe-realflows-") as data_dir:
+        return _throughput_run(data_dir, n, flows, engines)
+
+
+def _throughput_run(data_dir: Path, n: int, flows: list[str], engines: int | None) -> dict:
     config = write_config(data_dir, flows, engines)
     ingest(config, posts_file(n, data_dir, "t"))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -219,10 +234,15 @@ def throughput_run(n: int, flows: list[str], engines: int | None) -> dict:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=CHILD_ENV)
     watch = ProcessWatch(proc.pid)
     first = None
-    while proc.poll() is None:
-        if first is None and annotation_times(data_dir):
-            first = time.time() - started
-        time.sleep(0.05)
+    try:
+        while proc.poll() is None:
+            if first is None and annotation_times(data_dir):
+                first = time.time() - started
+            time.sleep(0.05)
+    finally:  # interrupted: stop grebe before its data directory goes
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     wall = time.time() - started
     watch.stop()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -247,7 +267,12 @@ def throughput_run(n: int, flows: list[str], engines: int | None) -> dict:
 def latency_run(n: int, rate: float, flows: list[str], engines: int | None) -> dict:
     """Posts appended at `rate` per second while grebe runs; latency = last annotation of
     a post minus the moment its batch was appended."""
-    data_dir = Path(tempfile.mkdtemp(prefix="grebe-latency-"))
+    with scratch("grebe-latency-") as data_dir:
+        return _latency_run(data_dir, n, rate, flows, engines)
+
+
+def _latency_run(data_dir: Path, n: int, rate: float, flows: list[str],
+                 engines: int | None) -> dict:
     config = write_config(data_dir, flows, engines)
     ingest(config, posts_file(1, data_dir, "warm"))  # start-up is not latency
     proc = subprocess.Popen([GREBE, "run", "-c", str(config)],
