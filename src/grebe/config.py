@@ -97,6 +97,10 @@ class EngineConfig(Section):
     concurrency: int = Field(default=C.DEFAULT_ENGINE_CONCURRENCY, ge=1)
     task_timeout_s: float = Field(default=C.DEFAULT_TASK_TIMEOUT_S, gt=0)
     drain_window_s: float = Field(default=C.DEFAULT_DRAIN_WINDOW_S, ge=0)
+    # An engine start is given up after start_stall_s without it using any CPU, or after
+    # start_timeout_s in all: a busy machine makes starts slow, not stuck.
+    start_stall_s: float = Field(default=C.ENGINE_START_STALL_S, gt=0)
+    start_timeout_s: float = Field(default=C.DEFAULT_ENGINE_START_TIMEOUT_S, gt=0)
 
 
 class RedisConfig(Section):

@@ -118,7 +118,12 @@ HYDRATION_NO_POST = "no_post"  # a user-only payload: plans that need a post ski
 
 # Engine processes.
 ENGINE_IPC_BATCH = 256  # payloads per IPC frame
-ENGINE_START_TIMEOUT_S = 60.0
+# An engine may take as long as it needs to start while it uses CPU (imports, models: a
+# saturated machine stretches them); it is given up after this long without using any
+# (grebe.core.engine_start), or after engine.start_timeout_s in all.
+ENGINE_START_STALL_S = 60.0
+DEFAULT_ENGINE_START_TIMEOUT_S = 600.0
+ENGINE_START_POLL_S = 1.0  # how often a starting engine's CPU time is read
 ENGINE_RESTART_WINDOW_S = 60.0  # deaths this recent make the next restart wait longer
 ENGINE_RESTART_BACKOFF_BASE_S = 0.5  # wait before the 2nd restart in a window, then doubling
 ENGINE_RESTART_BACKOFF_MAX_S = 30.0

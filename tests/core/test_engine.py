@@ -41,6 +41,20 @@ PLANS = textwrap.dedent(
 
         return PlanBundle(plans=[Plan("tag", {"tag": tag}, eligibility="echo")])
 
+    def busy_start(label):  # loading for longer than the stall limit, using CPU all along
+        import time
+
+        until = time.monotonic() + 3.0
+        while time.monotonic() < until:
+            sum(range(1000))
+        return from_label(label)
+
+    def stuck_start(label):  # waiting on something that will not come, using no CPU
+        import time
+
+        time.sleep(600)
+        return from_label(label)
+
     class _SlowToStop:
         async def start(self):
             pass
@@ -138,6 +152,41 @@ async def test_a_recipe_naming_a_missing_builder_fails_the_start(plans_module):
 async def test_engine_that_cannot_start_reports_why(tmp_path, plans_module):
     executor = process_executor(_config(tmp_path, f"{plans_module}:broken"))
     with pytest.raises(EngineStartError, match="no model here"):
+        await executor.start()
+
+
+async def test_a_start_slower_than_the_stall_limit_succeeds_while_it_uses_cpu(plans_module):
+    """A saturated machine makes an engine's start slow, not stuck: it is waited for
+    while it keeps using CPU (here 3 s of it against a 1.5 s stall limit)."""
+    executor = ProcessExecutor(
+        EngineSettings(processes=1, start_stall_s=1.5, start_timeout_s=120),
+        BundleRecipe(builder=f"{plans_module}:busy_start", argument="slow-but-busy"),
+    )
+    await executor.start()
+    try:
+        result = await executor.submit(_payload(1))
+        assert result.success and result.labels == ["slow-but-busy"]
+    finally:
+        await executor.stop()
+
+
+async def test_a_start_that_uses_no_cpu_is_given_up_naming_the_setting(plans_module):
+    executor = ProcessExecutor(
+        EngineSettings(processes=1, start_stall_s=1.5, start_timeout_s=120),
+        BundleRecipe(builder=f"{plans_module}:stuck_start", argument="x"),
+    )
+    with pytest.raises(EngineStartError, match=r"no progress for \d+ s while starting .*"
+                                               r"engine\.start_stall_s=1\.5"):
+        await executor.start()
+    assert executor.pids == []
+
+
+async def test_a_start_past_the_whole_limit_is_given_up_naming_the_setting(plans_module):
+    executor = ProcessExecutor(
+        EngineSettings(processes=1, start_stall_s=60, start_timeout_s=1.0),
+        BundleRecipe(builder=f"{plans_module}:busy_start", argument="x"),
+    )
+    with pytest.raises(EngineStartError, match=r"engine\.start_timeout_s=1"):
         await executor.start()
 
 

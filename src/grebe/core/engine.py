@@ -55,6 +55,7 @@ from grebe.core.engine_ipc import (
     read_frame,
 )
 from grebe.core.engine_process import ENGINE_COMMAND
+from grebe.core.engine_start import EngineStartTimeout, await_while_progressing
 from grebe.core.executor import ExecutorUnavailableError
 from grebe.core.settings import BundleRecipe, EngineSettings
 from grebe.errors import DecodeError, GrebeError
@@ -143,15 +144,17 @@ class ProcessExecutor:
             recipe.builder, recipe.argument, self._settings.concurrency, index, list(sys.path)
         )))
         try:
-            async with asyncio.timeout(C.ENGINE_START_TIMEOUT_S):
-                first = await read_frame(reader)
+            first = await await_while_progressing(
+                read_frame(reader), process.pid, stall_s=self._settings.start_stall_s,
+                limit_s=self._settings.start_timeout_s)
         except (TimeoutError, asyncio.IncompleteReadError, ConnectionError) as exc:
             writer.close()
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
             code = await process.wait()
+            why = str(exc) if isinstance(exc, EngineStartTimeout) else repr(exc)
             raise EngineStartError(
-                f"engine {index} did not start (exit code {code}): {exc!r}"
+                f"engine {index} did not start (exit code {code}): {why}"
             ) from exc
         except asyncio.CancelledError:  # stop() during a start: leave no engine behind
             writer.close()

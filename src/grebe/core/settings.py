@@ -41,10 +41,15 @@ class DispatcherSettings:
 
 @dataclass(frozen=True, slots=True)
 class EngineSettings:
-    """How many engine processes run plans, and how many payloads each runs at once."""
+    """How many engine processes run plans, how many payloads each runs at once, and
+    how long a start may take."""
 
     processes: int = C.DEFAULT_ENGINE_PROCESSES
     concurrency: int = C.DEFAULT_ENGINE_CONCURRENCY
+    # A start is given up after this long without the engine using CPU, or this long
+    # in all (grebe.core.engine_start).
+    start_stall_s: float = C.ENGINE_START_STALL_S
+    start_timeout_s: float = C.DEFAULT_ENGINE_START_TIMEOUT_S
 
 
 @dataclass(frozen=True, slots=True)
