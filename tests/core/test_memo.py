@@ -214,3 +214,30 @@ async def test_cache_aclose_cancels_computations_in_flight() -> None:
 def test_cache_rejects_bad_bounds(maxsize: int, ttl_s: float) -> None:
     with pytest.raises(ValueError):
         SharedCache(maxsize=maxsize, ttl_s=ttl_s)
+
+
+# --- a memo adopting the cache's computation (grebe.flows.shared.shared) ---
+
+
+async def test_memo_adopts_a_cache_computation_and_leaves_it_running_on_close() -> None:
+    cache = SharedCache(maxsize=8, ttl_s=60)
+    factory = Counter(value="vec")
+    first, second = PayloadMemo(), PayloadMemo()
+    adopted = first.adopt("emb", lambda: cache.future("emb", factory))
+    assert first.entry("emb") is adopted and "emb" in first
+    # The other payload's memo shares the same computation in flight.
+    assert second.adopt("emb", lambda: cache.future("emb", factory)) is adopted
+    assert not first.has_pending  # nothing of its own to cancel
+    await first.aclose()  # the payload is done: another still waits for the value
+    assert not adopted.done()
+    factory.release.set()
+    assert await second.entry("emb") == "vec"  # type: ignore[misc]
+    assert factory.calls == 1
+    # A value already cached is a finished future: no task at all.
+    tasks = len(asyncio.all_tasks())
+    cached = PayloadMemo().adopt("emb", lambda: cache.future("emb", factory))
+    assert cached.done() and cached.result() == "vec" and len(asyncio.all_tasks()) == tasks
+    with pytest.raises(RuntimeError, match="closed"):
+        first.adopt("other", lambda: cache.future("other", factory))
+    await second.aclose()
+    assert not leaked()

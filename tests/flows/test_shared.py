@@ -137,3 +137,43 @@ async def test_rate_limit_waits_for_the_next_slot() -> None:
     started = time.monotonic()
     assert await limiter.acquire("p", 1, 2.0)  # waits for the window, does not skip
     assert 0.2 < time.monotonic() - started < 1.6
+
+
+async def test_a_shared_computation_is_one_asyncio_task_for_every_caller() -> None:
+    """The payload memo adopts the cache's computation: one task per computation (there
+    were two: a memo task awaiting a cache task), whatever the number of callers."""
+    import asyncio
+
+    from grebe.core.memo import PayloadMemo
+    from grebe.core.task import PlanOutput, TaskContext
+
+    services = fake_services()
+    ctx = TaskContext(payload("x"), "spam_comment", {}, PlanOutput([], {}, {}), PayloadMemo(),
+                      services)
+    release = asyncio.Event()
+    calls = 0
+
+    async def compute() -> str:
+        nonlocal calls
+        calls += 1
+        await release.wait()
+        return "value"
+
+    loop = asyncio.get_running_loop()
+    made: list[object] = []
+    default = loop.get_task_factory()
+
+    def counting(loop: asyncio.AbstractEventLoop, coro: object, **kw: object) -> object:
+        made.append(coro)
+        return asyncio.Task(coro, loop=loop, **kw)  # type: ignore[arg-type]
+
+    loop.set_task_factory(counting)  # type: ignore[arg-type]
+    try:
+        callers = [asyncio.ensure_future(shared.shared(ctx, "k", compute)) for _ in range(6)]
+        await asyncio.sleep(0)
+        release.set()
+        assert await asyncio.gather(*callers) == ["value"] * 6
+    finally:
+        loop.set_task_factory(default)
+    assert calls == 1 and len(made) == 6 + 1, made  # the six callers and one computation
+    assert await shared.shared(ctx, "k", compute) == "value"  # done: no await machinery

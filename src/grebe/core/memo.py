@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any, TypeVar
 
 from cachetools import TTLCache
@@ -33,7 +33,7 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
         task.exception()
 
 
-async def cancel_and_wait(tasks: list[asyncio.Task[Any]]) -> None:
+async def cancel_and_wait(tasks: Sequence[asyncio.Future[Any]]) -> None:
     """Cancel tasks and wait until every one has finished, even if we are cancelled
     meanwhile (then re-raise once they are done): nothing is left running."""
     for task in tasks:
@@ -62,10 +62,11 @@ class PayloadMemo:
     is done, cancelling computations nobody awaits anymore.
     """
 
-    __slots__ = ("_closed", "_entries")
+    __slots__ = ("_borrowed", "_closed", "_entries")
 
     def __init__(self) -> None:
-        self._entries: dict[str, asyncio.Task[Any]] = {}
+        self._entries: dict[str, asyncio.Future[Any]] = {}
+        self._borrowed: set[str] = set()  # entries someone else runs (adopt)
         self._closed = False
 
     async def get_or_compute(self, key: str, factory: Callable[[], Awaitable[T]]) -> T:
@@ -80,22 +81,45 @@ class PayloadMemo:
             return task.result()
         return await asyncio.shield(task)
 
+    def entry(self, key: str) -> asyncio.Future[Any] | None:
+        """The computation of `key` (running or done), None when there is none yet."""
+        return self._entries.get(key)
+
+    def adopt(self, key: str, start: Callable[[], asyncio.Future[T]]) -> asyncio.Future[T]:
+        """Make a computation someone else runs (`start()` returns it: a SharedCache's,
+        serving other payloads too) this payload's entry for `key`: callers share it as
+        if the memo ran it, but `aclose()` leaves it running. One asyncio task per shared
+        computation instead of a memo task awaiting the cache's task
+        (grebe.flows.shared.shared). Nothing is started once the memo is closed."""
+        if self._closed:
+            raise RuntimeError(f"PayloadMemo is closed; cannot compute {key!r}")
+        future = start()
+        self._entries[key] = future
+        self._borrowed.add(key)
+        return future
+
     def __contains__(self, key: str) -> bool:
         return key in self._entries
 
     def __len__(self) -> int:
         return len(self._entries)
 
+    def _owned_pending(self) -> list[asyncio.Future[Any]]:
+        borrowed = self._borrowed
+        return [task for key, task in self._entries.items()
+                if not task.done() and key not in borrowed]
+
     @property
     def has_pending(self) -> bool:
-        """True while a computation is still running (so `aclose()` has work to do)."""
-        entries = self._entries
-        return bool(entries) and any(not task.done() for task in entries.values())
+        """True while a computation this memo runs is unfinished (so `aclose()` has
+        work to do)."""
+        return bool(self._entries) and bool(self._owned_pending())
 
     async def aclose(self) -> None:
-        """Cancel and await every unfinished computation; later calls raise."""
+        """Cancel and await every unfinished computation this memo runs (not adopted
+        ones); later calls raise."""
         self._closed = True
-        pending = [task for task in self._entries.values() if not task.done()]
+        pending = self._owned_pending()
         if pending:
             await cancel_and_wait(pending)
 
@@ -124,14 +148,32 @@ class SharedCache:
             return self._cache[key]  # type: ignore[no-any-return]
         except KeyError:
             pass
+        task = self._task(key, factory)
+        if task.done():
+            return task.result()
+        return await asyncio.shield(task)
+
+    def future(self, key: Hashable, factory: Callable[[], Awaitable[T]]) -> asyncio.Future[T]:
+        """`get_or_compute` as a future, without awaiting it: the cached value (a done
+        future), else the computation of `key` in flight, started if there is none. For
+        a PayloadMemo to adopt (`PayloadMemo.adopt`)."""
+        try:
+            value = self._cache[key]
+        except KeyError:
+            return self._task(key, factory)
+        done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        done.set_result(value)
+        return done
+
+    def _task(self, key: Hashable, factory: Callable[[], Awaitable[T]]) -> asyncio.Task[T]:
+        """The computation of `key` in flight; a new one when there is none or the last
+        one failed."""
         task = self._inflight.get(key)
         if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
             task = asyncio.get_running_loop().create_task(self._compute(key, factory))
             task.add_done_callback(_retrieve)
             self._inflight[key] = task
-        if task.done():
-            return task.result()
-        return await asyncio.shield(task)
+        return task
 
     async def _compute(self, key: Hashable, factory: Callable[[], Awaitable[T]]) -> T:
         try:
