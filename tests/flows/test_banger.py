@@ -55,6 +55,13 @@ async def test_topic_centroids_come_from_the_shared_cache_not_the_payload_memo(
         return get_or_compute(self, key, factory)  # type: ignore[arg-type]
 
     monkeypatch.setattr(PayloadMemo, "get_or_compute", spy)
+    adopt = PayloadMemo.adopt
+
+    def spy_adopt(self: PayloadMemo, key: str, start: object) -> object:
+        memo_keys.append(key)
+        return adopt(self, key, start)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(PayloadMemo, "adopt", spy_adopt)
     services = fake_services({"defaults": {"dedupe_ttl_s": 0}})
     topics = services.settings.plan("banger_initial_screen").topics
     embedder = services.models.embedder
@@ -69,3 +76,25 @@ async def test_topic_centroids_come_from_the_shared_cache_not_the_payload_memo(
         cached = services.cache.get(f"{shared.KEY_EMBED}:{shared.digest(description)}")
         expected = (await embedder.embed_parts(description, ())).vector
         assert (cached.vector == expected).all()  # the entry `shared.encoded` would make
+
+
+async def test_topics_are_scored_with_one_cached_centroid_matrix() -> None:
+    """One cache entry holds every topic's centroid, in order, and a post's topic scores
+    are its cosines with them."""
+    import numpy as np
+
+    from grebe.flows import shared
+
+    services = fake_services({"defaults": {"dedupe_ttl_s": 0}})
+    settings = services.settings.plan("banger_initial_screen")
+    settings.topic_threshold = -1.0  # every topic tagged, to compare every score
+    (result,) = await PlanMaster(registry.PLANS, services=services).run_plans(
+        payload(TEXT, eligibilities=BANGER))
+    matrix = services.cache.get((shared.KEY_CONFIGURED_ROWS, tuple(settings.topics.values())))
+    assert matrix is not None and matrix.shape[0] == len(settings.topics)
+    post = (await services.models.embedder.embed_parts(TEXT, ())).vector
+    for row, (name, description) in zip(matrix, settings.topics.items(), strict=True):
+        centroid = (await services.models.embedder.embed_parts(description, ())).vector
+        assert np.allclose(row, centroid)
+        assert result.output.scores[f"topic:{name}"] == pytest.approx(
+            round(shared.cosine(post, centroid), 4), abs=1e-4)

@@ -76,10 +76,13 @@ async def topics(ctx: TaskContext) -> dict[str, float]:
     tagged: dict[str, float] = {}
     if vector is None:
         return tagged
-    for name, description in settings.topics.items():
-        similarity = shared.cosine(vector, await shared.embed_configured(ctx, description))
-        if similarity >= settings.topic_threshold:
-            tagged[name] = similarity
+    if settings.topics:
+        centroids = await shared.embed_configured_rows(ctx, tuple(settings.topics.values()))
+        # Rows are L2-normalised, as the post's vector: the products are the cosines.
+        for name, similarity in zip(settings.topics, (centroids @ vector).tolist(),
+                                    strict=True):
+            if similarity >= settings.topic_threshold:
+                tagged[name] = similarity
     for tag in _HASHTAG.findall(ctx.payload.post.text):
         tagged.setdefault(tag.lower(), 1.0)
     return tagged
