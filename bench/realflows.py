@@ -133,7 +133,9 @@ class ProcessWatch:
         if now is None:
             return
         self.cpu[pid] = now.cpu_s
-        self.peak_kb[pid] = now.peak_kb
+        # The max: a process that has exited but is not reaped yet (a zombie) still has
+        # its stat, with no memory figures (read as 0).
+        self.peak_kb[pid] = max(self.peak_kb.get(pid, 0), now.peak_kb)
         self.names.setdefault(pid, name)
 
     def _run(self) -> None:

@@ -22,3 +22,28 @@ def test_a_startup_run_leaves_no_data_directory(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "first annotation" in done.stdout  # the run happened and found its annotation
     assert [p.name for p in scratch.iterdir() if p.name.startswith("grebe-")] == []
+
+
+def test_peak_rss_survives_the_process_exit() -> None:
+    """The watcher kept the last sample: a process read after its exit, before it was
+    reaped (a zombie), has no memory figures, and the dispatcher's peak read 0.0 MB."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import realflows
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import sys; b = bytearray(64 << 20); sys.stdout.write('x'); "
+                              "sys.stdout.flush(); sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    watch = realflows.ProcessWatch(child.pid)
+    try:
+        assert child.stdout is not None and child.stdout.read(1) == b"x"
+        watch._sample(child.pid, "dispatcher")  # one sample while it holds 64 MB
+        child.stdin.close()  # type: ignore[union-attr]
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped
+        watch._sample(child.pid, "dispatcher")
+    finally:
+        watch.stop()
+        child.wait()
+    assert watch.peak_kb[child.pid] >= 64 << 10
