@@ -11,7 +11,8 @@ its PlanMaster with K payloads at once on uvloop (as `engine_process` does), and
 - CPU ms per post of the whole process and of the event loop's thread alone
   (`time.thread_time`; the encoder and other model batchers run in worker threads, so
   the loop thread's CPU is the plan orchestration, the flows' Python and the sinks);
-- asyncio tasks created per post (`loop.set_task_factory` counting);
+- with `--tasks`, asyncio tasks created per post, by coroutine (a counting task
+  factory, which itself costs ~7% of the loop thread, so it is off by default);
 - a digest of every post's merged result (labels, reasons, scores to 3 decimals): a cut
   that changes no result shows the same digest before and after. (Vectors and the last
   decimals of scores move with the composition of the encoder's batches, which differs
@@ -116,7 +117,8 @@ async def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
         await through(payloads(WARM_POSTS, "warm"))
         results.clear()
         work = payloads(args.posts, "p")
-        loop.set_task_factory(counting)
+        if args.tasks:  # a Python task factory costs ~7% of the loop thread: not by default
+            loop.set_task_factory(counting)
         profiler = cProfile.Profile() if args.profile else None
         cpu0, thread0, wall0 = time.process_time(), time.thread_time(), time.perf_counter()
         if profiler is not None:
@@ -133,7 +135,7 @@ async def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
     if profiler is not None:
         profiler.dump_stats(args.profile)
     return {"cpu_ms": 1000 * cpu / args.posts, "loop_ms": 1000 * thread / args.posts,
-            "tasks": (created[0] - args.posts) / args.posts,  # less the bench's own
+            "tasks": (created[0] - args.posts) / args.posts if args.tasks else None,
             "posts_per_s": args.posts / wall, "digest": result_digest(results),
             "tasks_by_coroutine": {k: v / args.posts for k, v in sorted(
                 by_name.items(), key=lambda kv: -kv[1])}}
@@ -155,9 +157,9 @@ def main() -> None:
         shutil.rmtree(data_dir, ignore_errors=True)
     print(f"{args.posts} posts, {args.in_flight} in flight: CPU {figures['cpu_ms']:.2f} ms "
           f"per post, event loop thread {figures['loop_ms']:.2f} ms, "
-          f"{figures['tasks']:.1f} asyncio tasks per post, {figures['posts_per_s']:.0f} posts/s,"
-          f" annotations {figures['digest']}")
-    if args.tasks:
+          f"{figures['posts_per_s']:.0f} posts/s, results {figures['digest']}")
+    if args.tasks:  # less the bench's own task a post
+        print(f"  {figures['tasks']:6.2f} asyncio tasks per post, of which")
         for name, count in figures["tasks_by_coroutine"].items():
             print(f"  {count:6.2f} tasks per post  {name}")
     if args.profile and args.top:
