@@ -95,7 +95,12 @@ class WeightedScorer:
             return np.clip(known, 0.0, 1.0)
         interests = np.asarray(vectors, dtype=np.float32)
         dim = interests.shape[1]
-        embeddings = list(column(candidates, "embedding"))
+        given = column(candidates, "embedding")
+        if isinstance(given, np.ndarray) and given.ndim == 2 and given.shape[1] == dim:
+            # The feature table's matrix (grebe.feed.features): nothing to join.
+            known[:] = _best_cosine(given.astype(np.float32, copy=False), interests)
+            return np.clip(known, 0.0, 1.0)
+        embeddings = list(given)
         matrix = _joined(embeddings, dim)
         if matrix is not None:  # the usual case: every candidate has an embedding
             known[:] = _best_cosine(matrix, interests)
