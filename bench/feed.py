@@ -40,6 +40,7 @@ import numpy as np
 
 from grebe.core.engine_process import tune_gc
 from grebe.feed.admission import Admission
+from grebe.feed.blas import use_one_thread
 from grebe.feed.home import build_home_pipeline
 from grebe.feed.settings import FeedSettings
 from grebe.feed.viewers import MemoryViewerDirectory, Viewer
@@ -142,6 +143,7 @@ async def run(args: argparse.Namespace) -> None:
             await feed.home(name)
         if args.freeze:  # as `grebe feed-serve` does once loaded: GC skips what is held
             tune_gc()  # and collects the requests' short-lived objects in fewer passes
+            use_one_thread()  # and ranks with one BLAS thread (grebe.feed.blas)
         if args.start_at:  # an A/B run beside another process: time the same period
             await asyncio.sleep(max(0.0, args.start_at - time.time()))
         total = int(args.rate * args.seconds)

@@ -50,6 +50,7 @@ async def serve(args: argparse.Namespace) -> None:
 
     from feed import FEED, load_posts
     from grebe.core.engine_process import tune_gc
+    from grebe.feed.blas import use_one_thread
     from grebe.feed.home import build_home_pipeline
     from grebe.feed.http import build_feed_app
     from grebe.feed.viewers import MemoryViewerDirectory, Viewer
@@ -80,6 +81,7 @@ async def serve(args: argparse.Namespace) -> None:
         assert feed.features is not None
         await feed.features.get_many([f"p{i}" for i in range(args.posts)])
         tune_gc()
+        use_one_thread()  # as feed-serve does (grebe.feed.blas)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(("127.0.0.1", args.port))
