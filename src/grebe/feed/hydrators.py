@@ -34,7 +34,9 @@ class ViewerHydrator:
         return {
             "following": list(dict.fromkeys([*query.following, *viewer.following])),
             "muted": query.muted | viewer.muted,
-            "seen": query.seen | viewer.seen,
+            # No copy of the viewer's seen posts (up to 10,000) unless the caller added
+            # some: nothing changes a query's seen set once it is built.
+            "seen": query.seen | viewer.seen if query.seen else viewer.seen,
             "engaged": list(dict.fromkeys([*query.engaged, *viewer.engaged])),
             "interests": list(dict.fromkeys([*query.interests, *viewer.interests])),
             "safety_level": query.safety_level or viewer.safety_level,
