@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/feed.py [--rate 200] [--seconds 10] [--viewers 200]
         [--posts 60000] [--authors 6000] [--following 400] [--dim 384] [--profile OUT]
-        [--max-in-flight N] [--start-at EPOCH]
+        [--max-in-flight N] [--start-at EPOCH] [--seen N]
 
 One process, one event loop: an in-process thunder store of `--posts` posts, an
 annotation store (SQLite, as `grebe feed-serve` uses by default) holding a label, a
@@ -106,6 +106,10 @@ async def run(args: argparse.Namespace) -> None:
                 user_id=name,
                 following=[f"u{prng.randrange(args.authors)}" for _ in range(args.following)],
                 engaged=[f"p{prng.randrange(args.posts)}" for _ in range(5)])
+        for name in names:  # a viewer served for a while (--seen: at most max_seen)
+            if args.seen:
+                await viewers.record_served(
+                    name, [f"p{prng.randrange(args.posts)}" for _ in range(args.seen)])
         await feed.start()
 
         latencies: list[float] = []
@@ -198,6 +202,9 @@ def main() -> None:
     parser.add_argument("--max-in-flight", type=int, default=0,
                         help="admission control as feed-serve's max_concurrent_requests: "
                              "requests beyond this many in flight are refused (0: none)")
+    parser.add_argument("--seen", type=int, default=0,
+                        help="posts recorded as served to each viewer before timing (a "
+                             "viewer at sustained load reaches max_seen, 10,000)")
     parser.add_argument("--profile", type=Path, default=None,
                         help="write a cProfile of the timed requests here (pstats)")
     parser.add_argument("--start-at", type=float, default=0.0,
