@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/feed.py [--rate 200] [--seconds 10] [--viewers 200]
         [--posts 60000] [--authors 6000] [--following 400] [--dim 384] [--profile OUT]
-        [--max-in-flight N] [--start-at EPOCH]
+        [--max-in-flight N] [--start-at EPOCH] [--seen N]
 
 One process, one event loop: an in-process thunder store of `--posts` posts, an
 annotation store (SQLite, as `grebe feed-serve` uses by default) holding a label, a
@@ -40,6 +40,7 @@ import numpy as np
 
 from grebe.core.engine_process import tune_gc
 from grebe.feed.admission import Admission
+from grebe.feed.blas import use_one_thread
 from grebe.feed.home import build_home_pipeline
 from grebe.feed.settings import FeedSettings
 from grebe.feed.viewers import MemoryViewerDirectory, Viewer
@@ -105,6 +106,10 @@ async def run(args: argparse.Namespace) -> None:
                 user_id=name,
                 following=[f"u{prng.randrange(args.authors)}" for _ in range(args.following)],
                 engaged=[f"p{prng.randrange(args.posts)}" for _ in range(5)])
+        for name in names:  # a viewer served for a while (--seen: at most max_seen)
+            if args.seen:
+                await viewers.record_served(
+                    name, [f"p{prng.randrange(args.posts)}" for _ in range(args.seen)])
         await feed.start()
 
         latencies: list[float] = []
@@ -142,6 +147,7 @@ async def run(args: argparse.Namespace) -> None:
             await feed.home(name)
         if args.freeze:  # as `grebe feed-serve` does once loaded: GC skips what is held
             tune_gc()  # and collects the requests' short-lived objects in fewer passes
+            use_one_thread()  # and ranks with one BLAS thread (grebe.feed.blas)
         if args.start_at:  # an A/B run beside another process: time the same period
             await asyncio.sleep(max(0.0, args.start_at - time.time()))
         total = int(args.rate * args.seconds)
@@ -196,6 +202,9 @@ def main() -> None:
     parser.add_argument("--max-in-flight", type=int, default=0,
                         help="admission control as feed-serve's max_concurrent_requests: "
                              "requests beyond this many in flight are refused (0: none)")
+    parser.add_argument("--seen", type=int, default=0,
+                        help="posts recorded as served to each viewer before timing (a "
+                             "viewer at sustained load reaches max_seen, 10,000)")
     parser.add_argument("--profile", type=Path, default=None,
                         help="write a cProfile of the timed requests here (pstats)")
     parser.add_argument("--start-at", type=float, default=0.0,

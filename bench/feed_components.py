@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from feed import FEED, load_posts  # bench/feed.py: the same settings and posts
+from grebe.feed.blas import use_one_thread
 from grebe.feed.candidates import HomeQuery
 from grebe.feed.components import apply_patch, apply_patches
 from grebe.feed.home import build_home_pipeline
@@ -86,6 +87,7 @@ async def run(args: argparse.Namespace) -> None:
         await feed.features.get_many([f"p{i}" for i in range(args.posts)])
         gc.collect()
         gc.freeze()
+        use_one_thread()  # as feed-serve does (grebe.feed.blas)
         p = feed.pipeline
         for name in names[: args.viewers]:
             query = HomeQuery(user_id=name, max_results=FEED.max_results, now=now + 60)

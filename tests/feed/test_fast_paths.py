@@ -183,3 +183,34 @@ async def test_duplicate_filter_keeps_the_first_of_each_content() -> None:
         firsts.setdefault(c.content_id, c)
     assert [id(c) for c in kept] == [id(c) for c in firsts.values()]
     assert len(removed) == 200 - len(firsts) > 0
+
+
+def test_one_blas_thread_ranks_as_einsum() -> None:
+    """After `grebe.feed.blas.use_one_thread` (feed-serve, once at start-up) BLAS runs on
+    one thread and the interest signal uses `@`; it equals the einsum answer. In a child
+    process: the limit is for good, and this test process keeps its BLAS threads."""
+    import subprocess
+    import sys
+
+    script = """
+import numpy as np
+from threadpoolctl import threadpool_info
+from grebe.feed import blas
+from grebe.feed.scorers import _best_cosine
+rng = np.random.default_rng(2)
+m = rng.normal(size=(1500, 384)).astype(np.float32)
+m[7] = 0.0
+interests = rng.normal(size=(6, 384)).astype(np.float32)
+before = _best_cosine(m, interests)
+assert not blas.one_thread()
+blas.use_one_thread()
+assert blas.one_thread()
+assert all(i["num_threads"] == 1 for i in threadpool_info() if i["user_api"] == "blas")
+after = _best_cosine(m, interests)
+assert np.allclose(before, after, atol=1e-5) and after[7] == 0.0
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

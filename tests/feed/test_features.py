@@ -172,3 +172,94 @@ async def test_the_ranker_reads_the_scores_it_weighs_as_columns(tmp_path: Path) 
                            (await scorer.score(query, objects))["score"])
     finally:
         await store.stop()
+
+
+def _same(got: dict[str, object], want: dict[str, object]) -> None:
+    """One post's features from the table equal the definition (`features_of`)."""
+    assert set(got) == set(want)
+    for key, value in want.items():
+        if isinstance(value, np.ndarray) or isinstance(got[key], np.ndarray):
+            assert value is not None and got[key] is not None
+            assert np.array_equal(got[key], value), key  # type: ignore[arg-type]
+        else:
+            assert got[key] == value, key
+
+
+async def test_columns_are_the_features_of_each_post_gathered(tmp_path: Path) -> None:
+    """The feature table (issue 13, feed CPU): `columns` gives, per post in order, what
+    `features_of` makes of its annotations, the embeddings as one n x dim float32
+    matrix when every post has one of the table's dimension, else one array (or None)
+    per post. Through slot reuse (invalidated and dropped posts), a cache too small for
+    one request, and no cache at all."""
+    from grebe.feed.features import features_of
+
+    store = SqliteStore(tmp_path / "a.db")
+    await store.start()
+    rng = np.random.default_rng(5)
+    numbers = {"quality": ("quality", 0.5), "engagement": ("engagement", 0.0)}
+    try:
+        await store.upsert([
+            Annotation(post_id=f"p{i}", producer="s", version="1",
+                       labels=["nsfw"] if i % 3 == 0 else ["safe"],
+                       scores={"quality": i / 20} if i % 2 else {"engagement": 0.25},
+                       embedding=rng.normal(size=4).tolist())
+            for i in range(20)])
+        await store.upsert([
+            Annotation(post_id="bare", producer="s", version="1", labels=["safe"]),
+            Annotation(post_id="wide", producer="s", version="1",
+                       embedding=rng.normal(size=6).tolist())])
+
+        async def definition(post_id: str) -> dict[str, object]:
+            return dict(features_of(await store.get(post_id), None, numbers))
+
+        for size in (64, 3, 0):
+            cache = FeatureCache(store, None, size=size, ttl_s=60, concurrency=4,
+                                 numbers=numbers)
+            for ids in (["p1", "p2", "p1", "p7"], [f"p{i}" for i in range(20)],
+                        ["p4", "bare", "p4"], ["wide", "p5"], ["p9"] * 3):
+                got = await cache.columns(ids)
+                assert set(got) == {"labels", "scores", "embedding", *numbers}
+                for i, post_id in enumerate(ids):
+                    _same({key: got[key][i] for key in got}, await definition(post_id))
+                matrix = "bare" not in ids and "wide" not in ids
+                assert (got["embedding"].ndim == 2) is matrix, (size, ids)
+                if matrix:
+                    assert got["embedding"].dtype == np.float32
+                    assert got["embedding"].shape == (len(ids), 4)
+                assert got["quality"].dtype == np.float64
+            assert len(cache) <= size
+            held = await cache.get_many(["p1"])
+            cache.invalidate(["p1", "p2"])  # their slots go to the next reads
+            await cache.columns(["p10", "p11", "p12"])
+            _same(dict(held[0]), await definition("p1"))  # a copy, not the slot's row
+            _same(dict((await cache.get_many(["p1"]))[0]), await definition("p1"))
+    finally:
+        await store.stop()
+
+
+async def test_columns_stay_right_when_reads_meanwhile_reuse_slots(tmp_path: Path) -> None:
+    """Two requests hydrate at once through a cache of 4 posts: while one waits for its
+    store reads, the other's reads drop posts and reuse their slots. Each still gets
+    its own posts' features (slots are looked up again once the reads are done)."""
+    import asyncio
+
+    from grebe.feed.features import features_of
+
+    store = SqliteStore(tmp_path / "a.db")
+    await store.start()
+    try:
+        await store.upsert([Annotation(post_id=f"p{i}", producer="s", version="1",
+                                       labels=[f"l{i}"], embedding=[float(i), 1.0])
+                            for i in range(12)])
+        cache = FeatureCache(store, None, size=4, ttl_s=60, concurrency=2)
+        first, second = [f"p{i}" for i in range(6)], [f"p{i}" for i in range(6, 12)]
+        for _ in range(3):
+            a, b = await asyncio.gather(cache.columns(first), cache.columns(second))
+            for ids, got in ((first, a), (second, b)):
+                assert [labels[0] for labels in got["labels"]] == \
+                    [f"l{pid[1:]}" for pid in ids]
+                for post_id, vector in zip(ids, got["embedding"], strict=True):
+                    stored = features_of(await store.get(post_id), None)["embedding"]
+                    assert np.array_equal(vector, stored), post_id
+    finally:
+        await store.stop()

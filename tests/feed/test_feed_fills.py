@@ -98,3 +98,28 @@ async def test_seen_posts_come_back_after_the_seen_window(world) -> None:  # typ
     clock.now += 3601  # the window has passed for both pages
     later = await feed.home("vera", max_results=10)
     assert {c.post_id for c in later.selected} == {c.post_id for c in first.selected}
+
+
+async def test_seen_posts_merge_without_copying_them_again() -> None:
+    """What a viewer saw (served posts, up to `max_seen`, and those given up front) and
+    what the caller adds are all seen; the hydrator hands the directory's set on as it
+    is when the caller adds nothing (no copy of up to 10,000 ids per request)."""
+    from grebe.feed.candidates import HomeQuery
+    from grebe.feed.hydrators import ViewerHydrator
+    from grebe.feed.viewers import MemoryViewerDirectory, Viewer
+
+    viewers = MemoryViewerDirectory({"v": Viewer(user_id="v"),
+                                     "w": Viewer(user_id="w", seen={"f1"})})
+    await viewers.record_served("v", ["p1", "p2"])
+    await viewers.record_served("w", ["p3"])
+    hydrator = ViewerHydrator(viewers)
+    assert (await viewers.get("v")).seen == {"p1", "p2"}
+    assert (await viewers.get("w")).seen == {"f1", "p3"}
+    assert viewers.viewers["w"].seen == {"f1"}  # the directory's own set is left alone
+    plain = await hydrator.hydrate(HomeQuery(user_id="v"))
+    assert plain["seen"] == {"p1", "p2"}
+    added = await hydrator.hydrate(HomeQuery(user_id="w", seen={"q1"}))
+    assert added["seen"] == {"f1", "p3", "q1"}
+    fresh = Viewer(user_id="x", seen={"f2"})
+    viewers.viewers["x"] = fresh
+    assert (await hydrator.hydrate(HomeQuery(user_id="x")))["seen"] is fresh.seen

@@ -45,9 +45,11 @@ def _features(rng: np.random.Generator, prng: random.Random, n: int) -> Columns:
     return Columns(labels=labels, scores=scores, embedding=embeddings)
 
 
-def _both(seed: int, n: int = 120
+def _both(seed: int, n: int = 120, *, matrix: bool = False
           ) -> tuple[list[FeedCandidate], CandidateFrame[FeedCandidate], HomeQuery]:
-    """The same candidates as objects (the definition) and as a frame."""
+    """The same candidates as objects (the definition) and as a frame; with `matrix`,
+    the frame gets the embeddings as one n x DIM matrix, as the feature table gives
+    them (grebe.feed.features), the objects one array each."""
     prng, rng = random.Random(seed), np.random.default_rng(seed)
     posts = _posts(prng, n)
     half = n // 2
@@ -61,6 +63,8 @@ def _both(seed: int, n: int = 120
                         similarity=similarity)])
     features = _features(rng, prng, n)
     apply_patches(objects, features)
+    if matrix:
+        features = Columns(features, embedding=np.stack(features["embedding"]))
     apply_patches(frame, features)
     query = HomeQuery(user_id="me", now=1600.0, seen={f"p{i}" for i in range(0, n, 9)},
                       engaged=["p3"], muted={"u1", "u5"},
@@ -90,9 +94,10 @@ async def test_filters_split_a_frame_as_they_split_the_list(flt: object) -> None
     assert removed and kept  # the data exercises each filter
 
 
-async def test_scorers_and_selector_on_a_frame_equal_the_list() -> None:
+@pytest.mark.parametrize("matrix", [False, True], ids=["arrays", "matrix"])
+async def test_scorers_and_selector_on_a_frame_equal_the_list(matrix: bool) -> None:
     settings = FeedSettings()
-    objects, frame, query = _both(3)
+    objects, frame, query = _both(3, matrix=matrix)
     for scorer in (WeightedScorer(settings), AuthorDiversityScorer(settings)):
         plain = await scorer.score(query, objects)
         columns = await scorer.score(query, frame)
@@ -152,9 +157,10 @@ class _ListSource:
         return self.objects
 
 
-async def test_pipeline_on_frames_answers_as_on_objects() -> None:
+@pytest.mark.parametrize("matrix", [False, True], ids=["arrays", "matrix"])
+async def test_pipeline_on_frames_answers_as_on_objects(matrix: bool) -> None:
     settings = FeedSettings()
-    objects, frame, query = _both(5)
+    objects, frame, query = _both(5, matrix=matrix)
     answers = []
     for source in (_ListSource(objects), _FrameSource(frame)):
         pipeline: CandidatePipeline[HomeQuery, FeedCandidate] = CandidatePipeline(
@@ -213,3 +219,25 @@ def test_joined_views_keep_which_rows_have_a_column() -> None:
     joined = CandidateFrame.concat([frame.take([4, 0]), frame.take([1])])
     assert [c.diversity for c in joined] == [0.25, 1.0, 0.5]  # row 0: never set
     assert not joined.has("diversity") and joined.take([0, 2]).has("diversity")
+
+
+def test_a_column_of_vectors_gives_each_row_its_vector() -> None:
+    """The embeddings as one matrix (a 2-d column): views and built rows see each row's
+    vector; set on a view, joined with a frame holding them as objects, or replaced by
+    vectors of another length, every row keeps its own."""
+    objects, frame, _ = _both(8, n=12, matrix=True)
+    assert frame.column("embedding").shape == (12, DIM)
+    kept, removed = frame.split([i % 4 == 0 for i in range(12)])
+    assert kept.column("embedding").shape == (9, DIM)
+    for c, o in zip(frame, objects, strict=True):
+        assert isinstance(c.embedding, np.ndarray) and np.array_equal(c.embedding, o.embedding)
+    removed.set("embedding", np.zeros((3, DIM), dtype=np.float32))  # rows built: updated
+    assert not frame[4].embedding.any() and np.array_equal(frame[5].embedding,
+                                                          objects[5].embedding)
+    kept.take([0]).set("embedding", np.ones((1, 3), dtype=np.float32))  # another length
+    assert list(frame[1].embedding) == [1.0, 1.0, 1.0]
+    assert np.array_equal(frame[2].embedding, objects[2].embedding)
+    _, other, _ = _both(8, n=4)  # embeddings as one array per row (an object column)
+    joined = CandidateFrame.concat([other, frame.take([2, 4])])
+    assert [len(c.embedding) for c in joined] == [DIM] * 6
+    assert np.array_equal(joined[4].embedding, objects[2].embedding)

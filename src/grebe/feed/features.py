@@ -3,7 +3,14 @@
 A home request hydrates ~1,500 candidates; one annotation-store read per candidate is
 seconds on SQLite and a network round trip each on Redis or PostgreSQL, far past a
 50 ms budget. Popular posts are candidates of many viewers, so each post's features
-are read once and kept, with the embedding as a float32 array the scorer can stack.
+are read once and kept.
+
+They are kept as one table, a slot (row) per post: the embeddings in one float32
+matrix, the ranked scores in float arrays, labels and scores dicts in object arrays.
+Hydrating 1,500 candidates is then one id -> slot lookup mapped in C and one gather
+per column (`columns`), and the ranker gets the embeddings as one matrix, where a dict
+per post meant a Python comprehension per attribute and joining 1,500 arrays again
+on every request (docs/benchmarks.md, "A feature table").
 
 Freshness: writes that go through the feed's `IndexingStore` drop the post's entry at
 once (the next read sees them); writes around it are seen after `ttl_s`. At most
@@ -15,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -26,6 +34,8 @@ from grebe.types import Annotation
 
 #: The candidate attributes a post's features fill (the keys of `features_of`).
 FEATURES = ("labels", "scores", "embedding")
+#: Rows the table starts with; it doubles as posts are read, up to the cache's size.
+FIRST_CAPACITY = 1024
 
 
 def features_of(annotations: Sequence[Annotation], producer: str | None,
@@ -51,10 +61,13 @@ def features_of(annotations: Sequence[Annotation], producer: str | None,
 class FeatureCache:
     """Features by post id, each kept `ttl_s` from when it was read, at most `size`.
 
-    Entries are kept in the order they were read (a re-read moves to the end), so the
+    Slots are kept in the order they were read (a re-read moves to the end), so the
     expired ones are always the oldest: a lookup expires that prefix once and then
-    finds every post with one `dict.get` in C (`map`), with no read-time check per post
-    (1,500 per request)."""
+    finds every post's slot with one `dict.get` in C (`map`), with no read-time check
+    per post (1,500 per request). The embedding matrix takes the dimension of the
+    first embedding read; a post whose embedding has another (a second embedder's) is
+    kept beside it, and a request with such a post gets its embeddings as a column of
+    arrays rather than a matrix."""
 
     def __init__(
         self, store: AnnotationStore, producer: str | None, *, size: int, ttl_s: float,
@@ -69,55 +82,185 @@ class FeatureCache:
         self.ttl_s = ttl_s
         self.clock = clock
         self._limit = asyncio.Semaphore(concurrency)
-        self._features: dict[str, Patch] = {}  # post id -> features
-        self._read_at: dict[str, float] = {}  # post id -> when read, oldest first
+        self._slots: dict[str, int] = {}  # post id -> slot, oldest read first
+        self._free: list[int] = []  # slots given up (invalidated, dropped)
+        self._capacity = 0
+        self._read_at = np.empty(0)
+        self._labels = np.empty(0, dtype=object)
+        self._scores = np.empty(0, dtype=object)
+        self._numbers = {name: np.empty(0) for name in self.numbers}
+        self._embeddings: np.ndarray | None = None  # capacity x dim, float32
+        self._embedded = np.empty(0, dtype=bool)  # slot has a row in _embeddings
+        self._other: dict[int, np.ndarray] = {}  # slot -> embedding of another dimension
         self.hits = 0
         self.misses = 0
 
     def __len__(self) -> int:
-        return len(self._features)
+        return len(self._slots)
 
     def invalidate(self, post_ids: Iterable[str]) -> None:
         for post_id in post_ids:
-            self._features.pop(post_id, None)
-            self._read_at.pop(post_id, None)
+            slot = self._slots.pop(post_id, None)
+            if slot is not None:
+                self._release(slot)
+
+    def _release(self, slot: int) -> None:
+        self._labels[slot] = self._scores[slot] = None
+        self._other.pop(slot, None)
+        self._free.append(slot)
 
     def _drop_oldest(self) -> None:
-        oldest = next(iter(self._read_at))
-        del self._read_at[oldest]
-        del self._features[oldest]
+        oldest = next(iter(self._slots))
+        self._release(self._slots.pop(oldest))
 
     def _expire(self) -> None:
-        read_at, cutoff = self._read_at, self.clock() - self.ttl_s
-        while read_at and read_at[next(iter(read_at))] < cutoff:
+        slots, read_at, cutoff = self._slots, self._read_at, self.clock() - self.ttl_s
+        while slots and read_at[slots[next(iter(slots))]] < cutoff:
             self._drop_oldest()
+
+    def _grow(self, dim: int | None) -> None:
+        """Room for more slots: double the arrays (up to `size`), keeping the rows."""
+        old, new = self._capacity, min(self.size, max(FIRST_CAPACITY, 2 * self._capacity))
+
+        def grown(array: np.ndarray) -> np.ndarray:
+            out = np.zeros((new, *array.shape[1:]), dtype=array.dtype)
+            out[:old] = array[:old]
+            return out
+
+        self._read_at = grown(self._read_at)
+        self._labels, self._scores = grown(self._labels), grown(self._scores)
+        self._numbers = {name: grown(column) for name, column in self._numbers.items()}
+        self._embedded = grown(self._embedded)
+        if self._embeddings is not None:
+            self._embeddings = grown(self._embeddings)
+        elif dim is not None:
+            self._embeddings = np.zeros((new, dim), dtype=np.float32)
+        self._free.extend(range(new - 1, old - 1, -1))  # lowest first (pop from the end)
+        self._capacity = new
+
+    def _keep(self, post_id: str, features: Patch) -> None:
+        """Store a post's features in a slot (its own again when it had one), newest."""
+        vector = features["embedding"]
+        slot = self._slots.pop(post_id, None)
+        if slot is None:
+            if len(self._slots) >= self.size:
+                self._drop_oldest()
+            if not self._free:
+                self._grow(len(vector) if vector is not None else None)
+            slot = self._free.pop()
+        self._slots[post_id] = slot  # to the newest end
+        self._read_at[slot] = self.clock()
+        self._labels[slot] = features["labels"]
+        self._scores[slot] = features["scores"]
+        for name, column in self._numbers.items():
+            column[slot] = features[name]
+        self._other.pop(slot, None)
+        self._embedded[slot] = False
+        if vector is not None:
+            if self._embeddings is None:
+                self._embeddings = np.zeros((self._capacity, len(vector)), dtype=np.float32)
+            if len(vector) == self._embeddings.shape[1]:
+                self._embeddings[slot] = vector
+                self._embedded[slot] = True
+            else:
+                self._other[slot] = vector
 
     async def _read(self, post_id: str) -> Patch:
         async with self._limit:
             annotations = await self.store.get(post_id)
         features = features_of(annotations, self.producer, self.numbers)
         if self.size:
-            self._read_at.pop(post_id, None)  # to the newest end
-            self._read_at[post_id] = self.clock()
-            self._features[post_id] = features
-            if len(self._features) > self.size:
-                self._drop_oldest()
+            self._keep(post_id, features)
         return features
 
-    async def get_many(self, post_ids: Sequence[str]) -> list[Patch]:
-        """Features of each post, in order; misses read concurrently from the store."""
+    async def _lookup(self, post_ids: Sequence[str]) -> tuple[np.ndarray, dict[str, Patch]]:
+        """Each post's slot, and the features read from the store for those without
+        one (slot -1): read but not kept (`size` 0), or dropped again meanwhile by
+        other reads (a cache smaller than a request, or other requests' reads while
+        these were awaited). Slots are looked up again after every await, so the
+        answer never holds a slot that was reused meanwhile."""
         self._expire()
-        out: list[Patch | None] = list(map(self._features.get, post_ids))
-        missing: dict[str, list[int]] = {}
-        if None in out:
-            for i, features in enumerate(out):
-                if features is None:
-                    missing.setdefault(post_ids[i], []).append(i)
-        self.hits += len(post_ids) - len(missing)
-        self.misses += len(missing)
-        if missing:
-            read = await asyncio.gather(*(self._read(pid) for pid in missing))
-            for slots, features in zip(missing.values(), read, strict=True):
-                for i in slots:
-                    out[i] = features
-        return out  # type: ignore[return-value]
+        n = len(post_ids)
+        read: dict[str, Patch] = {}
+        first = True
+        while True:
+            slots = np.fromiter(map(self._slots.get, post_ids, repeat(-1)), dtype=np.intp,
+                                count=n)
+            missing = [pid for pid in dict.fromkeys(
+                post_ids[i] for i in np.flatnonzero(slots < 0).tolist()) if pid not in read]
+            if first:
+                self.hits += n - len(missing)
+                first = False
+            if not missing:
+                return slots, read
+            self.misses += len(missing)
+            read.update(zip(missing, await asyncio.gather(*(self._read(pid)
+                                                            for pid in missing)),
+                            strict=True))
+
+    def _patch(self, slot: int) -> Patch:
+        features: dict[str, Any] = {"labels": self._labels[slot],
+                                    "scores": self._scores[slot],
+                                    "embedding": self._embedding(slot)}
+        for name, column in self._numbers.items():
+            features[name] = float(column[slot])
+        return features
+
+    def _embedding(self, slot: int) -> np.ndarray | None:
+        """A copy: the slot's row is reused once the post leaves the cache."""
+        if self._embedded[slot]:
+            assert self._embeddings is not None
+            return self._embeddings[slot].copy()
+        return self._other.get(slot)
+
+    async def get_many(self, post_ids: Sequence[str]) -> list[Patch]:
+        """Features of each post, in order (a dict each); misses read concurrently from
+        the store. For a few posts; candidates are hydrated by `columns`."""
+        slots, read = await self._lookup(post_ids)
+        return [self._patch(slot) if slot >= 0 else read[pid]
+                for pid, slot in zip(post_ids, slots.tolist(), strict=True)]
+
+    async def columns(self, post_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """FEATURES and `numbers` of each post as columns, in order: one gather per
+        column. `embedding` is an n x dim float32 matrix when every post has an
+        embedding of one dimension, else an object column (an array or None per post)."""
+        slots, read = await self._lookup(post_ids)
+        n = len(slots)
+        lost = np.flatnonzero(slots < 0).tolist()  # not in the table: from `read`
+        kept = self.size > 0
+        at = np.maximum(slots, 0)
+        out: dict[str, np.ndarray] = {
+            "labels": self._labels[at] if kept else np.empty(n, dtype=object),
+            "scores": self._scores[at] if kept else np.empty(n, dtype=object)}
+        for name, column in self._numbers.items():
+            out[name] = column[at] if kept else np.zeros(n)
+        for i in lost:
+            features = read[post_ids[i]]
+            for name in out:
+                out[name][i] = features[name]
+        out["embedding"] = self._embedding_column(slots, at, [read[post_ids[i]]["embedding"]
+                                                              for i in lost], lost)
+        return out
+
+    def _embedding_column(self, slots: np.ndarray, at: np.ndarray,
+                          lost_vectors: list[np.ndarray | None], lost: list[int]
+                          ) -> np.ndarray:
+        """The embeddings of these slots (and of the posts `lost`, given) as one
+        matrix when they all have one of the same dimension, else an object column."""
+        table = self._embeddings
+        dims = {None if v is None else len(v) for v in lost_vectors}
+        if table is not None:
+            dims.add(table.shape[1])
+        in_table = slots[slots >= 0]
+        if len(dims) == 1 and None not in dims and (
+                not len(in_table) or bool(self._embedded[in_table].all())):
+            dim = dims.pop()
+            assert dim is not None
+            matrix = table[at] if table is not None else np.empty((len(slots), dim),
+                                                                  dtype=np.float32)
+            for i, vector in zip(lost, lost_vectors, strict=True):
+                matrix[i] = vector
+            return matrix
+        vectors = iter(lost_vectors)
+        return np.fromiter((self._embedding(slot) if slot >= 0 else next(vectors)
+                            for slot in slots.tolist()), dtype=object, count=len(slots))

@@ -31,10 +31,11 @@ R = TypeVar("R")
 
 
 def as_column(values: Sequence[Any] | np.ndarray) -> np.ndarray:
-    """A 1-d array of `values`: numeric arrays as they are, numbers as a numeric array,
-    anything else (strings, lists, dicts, vectors, None) as an object array, one element
-    per value (np.asarray would turn equal-length lists into a 2-d array)."""
-    if isinstance(values, np.ndarray) and values.ndim == 1:
+    """An array of `values`, one element (row) per value: arrays as they are (a 2-d
+    array is a column of vectors, e.g. the candidates' embeddings as one matrix),
+    numbers as a numeric array, anything else (strings, lists, dicts, vectors, None) as
+    an object array (np.asarray would turn equal-length lists into a 2-d array)."""
+    if isinstance(values, np.ndarray) and values.ndim >= 1:
         return values
     n = len(values)
     if n and isinstance(values[0], Number) and not isinstance(values[0], bool | np.bool_):
@@ -45,6 +46,19 @@ def as_column(values: Sequence[Any] | np.ndarray) -> np.ndarray:
         if array is not None and array.ndim == 1:
             return array
     return np.fromiter(values, dtype=object, count=n)
+
+
+def as_rows(column: np.ndarray) -> np.ndarray:
+    """A column of vectors (2-d) as an object column of its rows; others as they are:
+    for joining it with a column of another shape."""
+    if column.ndim == 1:
+        return column
+    return np.fromiter(column, dtype=object, count=len(column))
+
+
+def cells(column: np.ndarray) -> list[Any]:
+    """A column's values as Python values (a vector column's as row arrays)."""
+    return column.tolist() if column.ndim == 1 else list(column)
 
 
 class _Store(Generic[R]):
@@ -76,20 +90,20 @@ class _Store(Generic[R]):
             at = np.asarray(todo, dtype=np.intp)
             names, values = [], []
             for name, column in self.columns.items():
-                cells = column[at].tolist()
+                got = cells(column[at])
                 if column.dtype == object:  # scalars stored in an object column
-                    cells = [c.item() if isinstance(c, np.generic) else c for c in cells]
+                    got = [c.item() if isinstance(c, np.generic) else c for c in got]
                 has = self.has.get(name)
                 if has is not None:  # rows without the column: left out, default applies
-                    cells = [c if h else _UNSET for c, h in zip(cells, has[at].tolist(),
-                                                               strict=True)]
+                    got = [c if h else _UNSET for c, h in zip(got, has[at].tolist(),
+                                                             strict=True)]
                 names.append(name)
-                values.append(cells)
+                values.append(got)
             make, partial = self.make_row, bool(self.has)
-            for i, cells in zip(todo, zip(*values, strict=True), strict=True):
-                rows[i] = make({name: c for name, c in zip(names, cells, strict=True)
+            for i, row in zip(todo, zip(*values, strict=True), strict=True):
+                rows[i] = make({name: c for name, c in zip(names, row, strict=True)
                                 if c is not _UNSET} if partial
-                               else dict(zip(names, cells, strict=True)))
+                               else dict(zip(names, row, strict=True)))
         return [rows[i] for i in positions]
 
 
@@ -125,7 +139,7 @@ class CandidateFrame(Sequence[R]):
         names = list(frames[0].names())
         if any(set(f.names()) != set(names) for f in frames):
             raise ValueError("frames with different columns cannot be joined")
-        columns = {name: np.concatenate([f.column(name) for f in frames]) for name in names}
+        columns = {name: _joined([f.column(name) for f in frames]) for name in names}
         first = frames[0]._store
         store = _Store(columns, sum(len(f) for f in frames), first.make_row, first.assign)
         for name in names:  # which rows have a column set only on some rows
@@ -173,9 +187,14 @@ class CandidateFrame(Sequence[R]):
             store.has.pop(name, None)
         else:
             column = store.columns.get(name)
+            if column is not None and column.shape[1:] != array.shape[1:]:
+                # Vectors of another length, or vectors and objects: rows of objects.
+                array = as_rows(array)
+                if column.ndim > 1:
+                    column = store.columns[name] = as_rows(column)
             if column is None or (column.dtype != array.dtype and column.dtype != object):
                 old = column
-                column = np.empty(store.n, dtype=array.dtype)
+                column = np.empty((store.n, *array.shape[1:]), dtype=array.dtype)
                 if old is not None:
                     column[:] = old
                 if name not in store.has:
@@ -193,7 +212,7 @@ class CandidateFrame(Sequence[R]):
             # every row of the view.
             at = np.flatnonzero(np.isin(positions, np.fromiter(built, dtype=np.intp,
                                                                count=len(built))))
-            for i, value in zip(positions[at].tolist(), array[at].tolist(), strict=True):
+            for i, value in zip(positions[at].tolist(), cells(array[at]), strict=True):
                 store.assign(built[i], name, value)
 
     def take(self, indices: Sequence[int] | np.ndarray) -> CandidateFrame[R]:
@@ -225,6 +244,13 @@ class CandidateFrame(Sequence[R]):
 
     def __iter__(self) -> Iterator[R]:
         return iter(self._store.build(self.positions().tolist()))
+
+
+def _joined(columns: list[np.ndarray]) -> np.ndarray:
+    """Columns of several frames as one (object rows where their shapes differ)."""
+    if len({c.shape[1:] for c in columns}) > 1:
+        columns = [as_rows(c) for c in columns]
+    return np.concatenate(columns)
 
 
 def column(candidates: Sequence[Any], name: str) -> np.ndarray | list[Any]:

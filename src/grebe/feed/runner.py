@@ -68,6 +68,7 @@ async def serve_http(config: GrebeConfig, viewers_file: Path | None = None) -> N
     import uvicorn
 
     from grebe.core.engine_process import tune_gc
+    from grebe.feed.blas import use_one_thread
     from grebe.feed.http import build_feed_app
     from grebe.security.keys import KeyStore
     from grebe.security.server import require_keys_beyond_loopback, uvicorn_config
@@ -80,6 +81,7 @@ async def serve_http(config: GrebeConfig, viewers_file: Path | None = None) -> N
         # of short-lived objects, which the default thresholds collect in many passes
         # (~1.3 ms of a ~15 ms home request, docs/benchmarks.md).
         tune_gc()
+        use_one_thread()  # the ranker's small products: no BLAS threads (grebe.feed.blas)
         server = uvicorn.Server(uvicorn_config(
             build_feed_app(feed, keys), settings.http, host=settings.http_host,
             port=settings.http_port, log_level="info",

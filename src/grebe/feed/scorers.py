@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from grebe.feed import blas
 from grebe.feed.candidates import FeedCandidate, HomeQuery
 from grebe.feed.components import Columns
 from grebe.feed.frame import CandidateFrame, column, numbers
@@ -56,11 +57,15 @@ def _joined(embeddings: list[Any], dim: int) -> np.ndarray | None:
 
 
 def _best_cosine(matrix: np.ndarray, interests: np.ndarray) -> np.ndarray:
-    """Each row's best cosine with the interest vectors (0 for a zero row). einsum, not
-    `@`: these products are too small for BLAS threads, which cost 5-20x the CPU of the
+    """Each row's best cosine with the interest vectors (0 for a zero row). `@` on one
+    BLAS thread when the process limited BLAS to one (grebe.feed.blas), else einsum:
+    these products are too small for BLAS threads, which cost 5-20x the CPU of the
     product itself on a busy host (docs/benchmarks.md)."""
     norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
-    best = np.einsum("ij,kj->ik", matrix, interests).max(axis=1)
+    if blas.one_thread():
+        best = (matrix @ interests.T).max(axis=1)
+    else:
+        best = np.einsum("ij,kj->ik", matrix, interests).max(axis=1)
     return np.where(norms > 0, best / np.where(norms > 0, norms, 1.0), 0.0)
 
 
@@ -95,7 +100,12 @@ class WeightedScorer:
             return np.clip(known, 0.0, 1.0)
         interests = np.asarray(vectors, dtype=np.float32)
         dim = interests.shape[1]
-        embeddings = list(column(candidates, "embedding"))
+        given = column(candidates, "embedding")
+        if isinstance(given, np.ndarray) and given.ndim == 2 and given.shape[1] == dim:
+            # The feature table's matrix (grebe.feed.features): nothing to join.
+            known[:] = _best_cosine(given.astype(np.float32, copy=False), interests)
+            return np.clip(known, 0.0, 1.0)
+        embeddings = list(given)
         matrix = _joined(embeddings, dim)
         if matrix is not None:  # the usual case: every candidate has an embedding
             known[:] = _best_cosine(matrix, interests)
