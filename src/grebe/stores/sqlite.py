@@ -19,6 +19,11 @@ annotation costs ~0.5 KB instead of ~8 KB.
 Rows written by earlier versions, as JSON (their body starts with "{") or as plain
 msgpack, still read back unchanged: no rewrite is needed.
 
+A fingerprint of 32 hex digits (every one grebe makes: `flows.sinks.post_fingerprint`)
+is stored as its 16 bytes, a BLOB in the TEXT column (SQLite keeps a value's own type),
+and read back as hex: ~100 bytes a post of six flows. Rows of earlier versions hold the
+hex text and read the same; any other fingerprint is stored as the text it is.
+
 Concurrent `upsert` calls from many tasks share one transaction (group commit) in the
 store's own thread, and return only once their rows are committed, so a sink that
 awaited `upsert` may let its post be acked.
@@ -99,6 +104,24 @@ Row = tuple[str, str, str, float, float, bytes, str, PackedVector | None]
 
 
 _FINGERPRINT = "SELECT fingerprint FROM annotations WHERE post_id = ? AND fingerprint != ''"
+_HEX_FINGERPRINT_CHARS = 32
+
+
+def _fingerprint_at_rest(fingerprint: str) -> str | bytes:
+    """The column value of a fingerprint: 16 bytes for 32 lowercase hex digits (so it
+    reads back as the same text), the text itself otherwise."""
+    if len(fingerprint) == _HEX_FINGERPRINT_CHARS:
+        try:
+            packed = bytes.fromhex(fingerprint)
+        except ValueError:
+            return fingerprint
+        if packed.hex() == fingerprint:
+            return packed
+    return fingerprint
+
+
+def _fingerprint_read(value: str | bytes) -> str:
+    return value.hex() if isinstance(value, bytes) else value
 
 
 def _upsert(conn: sqlite3.Connection, rows: list[Row]) -> dict[int, str]:
@@ -113,7 +136,7 @@ def _upsert(conn: sqlite3.Connection, rows: list[Row]) -> dict[int, str]:
             if row[6]:
                 if row[0] not in held:
                     found = conn.execute(_FINGERPRINT, (row[0],)).fetchone()
-                    held[row[0]] = None if found is None else found[0]
+                    held[row[0]] = None if found is None else _fingerprint_read(found[0])
                 stored = held[row[0]]
                 if stored is not None and stored != row[6]:
                     refused[i] = stored
@@ -123,7 +146,8 @@ def _upsert(conn: sqlite3.Connection, rows: list[Row]) -> dict[int, str]:
             if vector is not None:
                 conn.execute(_INSERT_VECTOR, (vector.digest, vector.dims, vector.dtype,
                                               vector.data))
-            conn.execute(_UPSERT, (*row[:7], None if vector is None else vector.digest))
+            conn.execute(_UPSERT, (*row[:6], _fingerprint_at_rest(row[6]),
+                                   None if vector is None else vector.digest))
     return refused
 
 
@@ -145,7 +169,7 @@ def _row(a: Annotation) -> Row:
 
 
 def _decode(
-    created_at: float, updated_at: float, fingerprint: str, body: bytes,
+    created_at: float, updated_at: float, fingerprint: str | bytes, body: bytes,
     dims: int | None = None, dtype: str | None = None, data: bytes | None = None,
 ) -> Annotation:
     if body[:1] == b"{":  # written as JSON by an earlier version, embedding inline
@@ -158,7 +182,8 @@ def _decode(
     # The columns hold these for every row (bodies of earlier versions hold them too).
     annotation.created_at = created_at
     annotation.updated_at = updated_at
-    annotation.content_fingerprint = annotation.content_fingerprint or fingerprint
+    annotation.content_fingerprint = (annotation.content_fingerprint
+                                      or _fingerprint_read(fingerprint))
     return annotation
 
 

@@ -1,0 +1,79 @@
+"""The SQLite store's compact columns, and a store written by the version before them
+(tests/data/store_v2, commit d4efa17: fingerprints as 32 hex characters) still reads
+back the same and takes new rows beside the old ones."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from grebe import codec
+from grebe.errors import PostIdReusedError
+from grebe.stores.sqlite import SqliteStore, iter_all
+from grebe.types import Annotation
+
+V2 = Path(__file__).parent.parent / "data" / "store_v2"
+HEX = "9e9e67569c23dba77ecc2a9d220bce96"  # the pinned rows' fingerprint
+
+
+def _as_json(annotations: list[Annotation]) -> list[dict]:
+    return [json.loads(codec.encode(a)) for a in annotations]
+
+
+@pytest.fixture
+def v2_copy(tmp_path: Path) -> Path:
+    path = tmp_path / "annotations.db"
+    shutil.copy(V2 / "annotations.db", path)
+    return path
+
+
+def test_a_v2_store_reads_back_as_it_did(v2_copy: Path) -> None:
+    expected = json.loads((V2 / "annotations.json").read_text())
+    assert _as_json(list(iter_all(v2_copy))) == expected
+
+
+async def test_a_v2_store_takes_new_rows_and_still_refuses_a_reused_id(v2_copy: Path) -> None:
+    store = SqliteStore(v2_copy)
+    await store.start()
+    try:
+        same = Annotation(post_id="p-1", producer="safety_ptos", version="1",
+                          content_fingerprint=HEX)
+        await store.upsert([same])  # the fingerprint held as hex text matches its bytes
+        with pytest.raises(PostIdReusedError):
+            await store.upsert([Annotation(post_id="p-1", producer="x", version="1",
+                                           content_fingerprint="0" * 32)])
+        rows = await store.get("p-1")
+        assert {a.producer for a in rows} == {
+            "spam_comment", "mm_emb_v5", "post_embedding_with_summary", "safety_ptos"}
+        assert {a.content_fingerprint for a in rows} == {HEX}
+    finally:
+        await store.stop()
+
+
+async def test_hex_fingerprints_are_stored_as_16_bytes_and_read_back_as_hex(
+        tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "a.db")
+    await store.start()
+    odd = "not-hex-but-a-fingerprint"
+    try:
+        await store.upsert([
+            Annotation(post_id="a", producer="p", version="1", content_fingerprint=HEX),
+            Annotation(post_id="b", producer="p", version="1", content_fingerprint=odd),
+            Annotation(post_id="c", producer="p", version="1",
+                       content_fingerprint=HEX.upper()),  # not what reads back from bytes
+        ])
+        with pytest.raises(PostIdReusedError):
+            await store.upsert([Annotation(post_id="a", producer="q", version="1",
+                                           content_fingerprint="1" * 32)])
+        assert [r[0].content_fingerprint for r in
+                [await store.get(p) for p in "abc"]] == [HEX, odd, HEX.upper()]
+    finally:
+        await store.stop()
+    with sqlite3.connect(tmp_path / "a.db") as conn:
+        stored = dict(conn.execute(
+            "SELECT post_id, fingerprint FROM annotations ORDER BY post_id"))
+    assert stored == {"a": bytes.fromhex(HEX), "b": odd, "c": HEX.upper()}
