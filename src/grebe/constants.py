@@ -32,6 +32,10 @@ BODY_ZSTD_LEVEL = 3
 LOG_DICT_PREFIX = "log_value."
 LOG_DICT_ID = 101
 LOG_ZSTD_LEVEL = 3
+# A keyed value may be stored against the previous value of its key stored alone, at most
+# this many offsets back in its partition (grebe.brokers.local_refs); keys remembered.
+LOG_REF_SPAN = 1024
+LOG_REF_CACHE_KEYS = 4096
 # ...and how the hydration post table stores posts (grebe.hydration.sqlite).
 POST_DICT_PREFIX = "post_body."
 POST_DICT_ID = 201
