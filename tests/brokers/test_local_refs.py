@@ -132,3 +132,22 @@ async def test_a_v2_log_reads_as_appended_and_takes_referring_values(tmp_path):
     assert [r.value for r in await log.read("annotations", [(0, 0)], 10)] == [
         *(r.value for r in old), *new]
     await log.close()
+
+
+async def test_values_written_now_use_the_newer_log_dictionary(tmp_path):
+    """Dictionary 102 (16 KB, trained on int8-vector annotations) for new values; the
+    pinned log's values name 101 and read back (above)."""
+    import zstandard
+
+    path = tmp_path / "log.db"
+    shutil.copy(V2_LOG, path)
+    log = LocalLog(path, partitions=1)
+    await log.open()
+    value = codec.encode_annotation(_annotation("p-9", "mm_emb_v5", embedding=VECTOR))
+    await log.append("annotations", [(b"p-9", value)])
+    await log.close()
+    with sqlite3.connect(path) as conn:
+        frames = [bytes(v) for (v,) in conn.execute(
+            "SELECT value FROM messages WHERE codec = 1 ORDER BY topic_id, msg_offset")]
+    ids = [zstandard.get_frame_parameters(f).dict_id for f in frames]
+    assert ids == [101] * 5 + [102]  # the pinned annotations, then the new one

@@ -77,3 +77,20 @@ async def test_hex_fingerprints_are_stored_as_16_bytes_and_read_back_as_hex(
         stored = dict(conn.execute(
             "SELECT post_id, fingerprint FROM annotations ORDER BY post_id"))
     assert stored == {"a": bytes.fromhex(HEX), "b": odd, "c": HEX.upper()}
+
+
+def test_bodies_written_now_use_the_newer_dictionary_and_the_pinned_ones_still_read(
+        v2_copy: Path) -> None:
+    """Dictionary 2 (8 KB, trained on bodies without fingerprint and timestamps, as
+    written since) replaced dictionary 1 for new rows; the pinned rows name 1 and read."""
+    import zstandard
+
+    from grebe.stores import bodies
+
+    with sqlite3.connect(v2_copy) as conn:
+        pinned = [bytes(b) for (b,) in conn.execute("SELECT body FROM annotations")]
+    for frame in pinned:
+        assert zstandard.get_frame_parameters(frame).dict_id == 1
+        again = bodies.compress(bodies.decompress(frame))
+        assert zstandard.get_frame_parameters(again).dict_id == 2
+        assert len(again) < len(frame)
