@@ -16,7 +16,7 @@ import numpy as np
 from grebe import constants as C
 from grebe import quantize
 from grebe.errors import DecodeError
-from grebe.types import Annotation, DeadLetter, Envelope, Post
+from grebe.types import NO_POST, Annotation, DeadLetter, Envelope, Post
 
 NEEDS_POST_OR_USER = "a message needs a post with an id, or a user"
 T = TypeVar("T")
@@ -56,10 +56,24 @@ def decode_envelope(raw: bytes | None, max_bytes: int = C.MAX_MESSAGE_BYTES) -> 
         raise DecodeError(f"malformed: {type(exc).__name__}: {exc}") from exc
     if not envelope.post.id and envelope.user is None:  # a bare Post with an empty id
         raise DecodeError(f"schema: {NEEDS_POST_OR_USER}")
+    _check_ids(envelope)
     _check_quote_depth(envelope)
     if envelope.context is not None and envelope.context.extra:
         check_free_form(envelope.context.extra, "context.extra")
     return envelope
+
+
+def _check_ids(envelope: Envelope) -> None:
+    """An id of only whitespace names nothing (every store and topic would key a post by
+    it), and a post with content but no id would pass as a user-only message, its
+    content dropped unseen: both are refused, with the reason, before anything is kept."""
+    post_id = envelope.post.id
+    if post_id and not post_id.strip():
+        raise DecodeError(f"schema: post id is blank (only whitespace: {post_id!r})")
+    if not post_id and envelope.post != NO_POST:
+        raise DecodeError("schema: a post needs an id (this one has content and none)")
+    if envelope.user is not None and not envelope.user.id.strip():
+        raise DecodeError(f"schema: user id is blank ({envelope.user.id!r})")
 
 
 def _check_quote_depth(envelope: Envelope, limit: int = C.MAX_QUOTE_DEPTH) -> None:
