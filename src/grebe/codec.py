@@ -8,6 +8,7 @@ reason fit for a dead letter: no input can raise anything else here, or later (D
 
 from __future__ import annotations
 
+import math
 from typing import Any, TypeVar
 
 import msgspec
@@ -15,7 +16,7 @@ import numpy as np
 
 from grebe import constants as C
 from grebe import quantize
-from grebe.errors import DecodeError
+from grebe.errors import DecodeError, InferenceError
 from grebe.types import NO_POST, Annotation, DeadLetter, Envelope, Post
 
 NEEDS_POST_OR_USER = "a message needs a post with an id, or a user"
@@ -220,6 +221,21 @@ def unpack_vector(wire: WireVector) -> list[float]:
         raise ValueError(f"vector of {wire.dims} dims needs {2 * wire.dims} bytes, "
                          f"holds {len(wire.data)}")
     return np.frombuffer(wire.data, dtype="<f2").astype(np.float32).tolist()  # type: ignore[no-any-return]
+
+
+def require_finite(annotation: Annotation) -> None:
+    """InferenceError (the post's failure: retried, then dead-lettered with the reason)
+    when a score or an embedding value is NaN or infinite. JSON has no such numbers: the
+    output topic would carry null where a reader expects a number, and the store would
+    keep a vector int8 cannot scale; a model that produced one failed on this post."""
+    bad = sorted(k for k, v in annotation.scores.items() if not math.isfinite(v))
+    if bad:
+        raise InferenceError(f"{annotation.producer}: non-finite score(s) {', '.join(bad)} "
+                             f"for post {annotation.post_id}")
+    if annotation.embedding is not None and not np.isfinite(
+            np.asarray(annotation.embedding, dtype=np.float64)).all():
+        raise InferenceError(f"{annotation.producer}: non-finite value in the embedding "
+                             f"of post {annotation.post_id}")
 
 
 def encode_annotation(annotation: Annotation) -> bytes:
