@@ -94,3 +94,31 @@ def test_bodies_written_now_use_the_newer_dictionary_and_the_pinned_ones_still_r
         again = bodies.compress(bodies.decompress(frame))
         assert zstandard.get_frame_parameters(again).dict_id == 2
         assert len(again) < len(frame)
+
+
+async def test_created_at_equal_to_updated_at_takes_no_bytes_and_survives_a_rewrite(
+        tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "a.db")
+    await store.start()
+    try:
+        first = Annotation(post_id="a", producer="p", version="1", created_at=100.5,
+                           updated_at=100.5)
+        other = Annotation(post_id="b", producer="p", version="1", created_at=7.25,
+                           updated_at=9.5)
+        await store.upsert([first, other])
+        with sqlite3.connect(tmp_path / "a.db") as conn:
+            stored = dict(conn.execute("SELECT post_id, created_at FROM annotations"))
+        assert stored == {"a": 0.0, "b": 7.25}  # SQLite writes a 0.0 REAL in no bytes
+        assert [(r.created_at, r.updated_at) for r in await store.get("a")] == [(100.5, 100.5)]
+        assert [(r.created_at, r.updated_at) for r in await store.get("b")] == [(7.25, 9.5)]
+        # a rewrite keeps the first write's time as created_at, as for any row
+        again = Annotation(post_id="a", producer="p", version="1", labels=["x"],
+                           created_at=200.0, updated_at=200.0)
+        await store.upsert([again])
+        [row] = await store.get("a")
+        assert (row.created_at, row.updated_at, row.labels) == (100.5, 200.0, ["x"])
+        await store.upsert([Annotation(post_id="a", producer="p", version="1",
+                                       created_at=300.0, updated_at=300.0)])
+        assert [(r.created_at, r.updated_at) for r in await store.get("a")] == [(100.5, 300.0)]
+    finally:
+        await store.stop()
