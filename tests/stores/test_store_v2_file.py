@@ -54,7 +54,7 @@ async def test_a_v2_store_takes_new_rows_and_still_refuses_a_reused_id(v2_copy: 
         await store.stop()
 
 
-async def test_hex_fingerprints_are_stored_as_16_bytes_and_read_back_as_hex(
+async def test_a_post_s_fingerprint_is_stored_once_hex_as_16_bytes_and_read_back(
         tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "a.db")
     await store.start()
@@ -74,9 +74,10 @@ async def test_hex_fingerprints_are_stored_as_16_bytes_and_read_back_as_hex(
     finally:
         await store.stop()
     with sqlite3.connect(tmp_path / "a.db") as conn:
-        stored = dict(conn.execute(
-            "SELECT post_id, fingerprint FROM annotations ORDER BY post_id"))
-    assert stored == {"a": bytes.fromhex(HEX), "b": odd, "c": HEX.upper()}
+        per_post = dict(conn.execute("SELECT post_id, fingerprint FROM fingerprints"))
+        per_row = dict(conn.execute("SELECT post_id, fingerprint FROM annotations"))
+    assert per_post == {"a": bytes.fromhex(HEX), "b": odd, "c": HEX.upper()}
+    assert per_row == {"a": b"", "b": b"", "c": b""}  # "the post's": no bytes a row
 
 
 def test_bodies_written_now_use_the_newer_dictionary_and_the_pinned_ones_still_read(
@@ -122,3 +123,30 @@ async def test_created_at_equal_to_updated_at_takes_no_bytes_and_survives_a_rewr
         assert [(r.created_at, r.updated_at) for r in await store.get("a")] == [(100.5, 300.0)]
     finally:
         await store.stop()
+
+
+async def test_rows_of_one_post_share_its_fingerprint_and_unknown_stays_unknown(
+        v2_copy: Path) -> None:
+    """A post's rows hold no fingerprint of their own; a row written with none ('') reads
+    back with none, beside rows of the same post that have one; a v2 row keeps its own."""
+    store = SqliteStore(v2_copy)
+    await store.start()
+    try:
+        await store.upsert([
+            Annotation(post_id="n", producer=f"p{i}", version="1", content_fingerprint=HEX)
+            for i in range(6)] + [Annotation(post_id="n", producer="record.post",
+                                             version="1")])
+        rows = {a.producer: a.content_fingerprint for a in await store.get("n")}
+        assert rows == {**{f"p{i}": HEX for i in range(6)}, "record.post": ""}
+        # p-2's v2 row had no fingerprint: the next one is taken and kept for the post
+        await store.upsert([Annotation(post_id="p-2", producer="x", version="1",
+                                       content_fingerprint=HEX)])
+        with pytest.raises(PostIdReusedError):
+            await store.upsert([Annotation(post_id="p-2", producer="y", version="1",
+                                           content_fingerprint="2" * 32)])
+    finally:
+        await store.stop()
+    with sqlite3.connect(v2_copy) as conn:
+        assert conn.execute("SELECT count(*) FROM fingerprints").fetchone()[0] == 2
+        assert conn.execute("SELECT sum(length(fingerprint)) FROM annotations "
+                            "WHERE post_id = 'n'").fetchone()[0] == 0

@@ -19,10 +19,14 @@ annotation costs ~0.5 KB instead of ~8 KB.
 Rows written by earlier versions, as JSON (their body starts with "{") or as plain
 msgpack, still read back unchanged: no rewrite is needed.
 
-A fingerprint of 32 hex digits (every one grebe makes: `flows.sinks.post_fingerprint`)
-is stored as its 16 bytes, a BLOB in the TEXT column (SQLite keeps a value's own type),
-and read back as hex: ~100 bytes a post of six flows. Rows of earlier versions hold the
-hex text and read the same; any other fingerprint is stored as the text it is.
+A post's fingerprint is stored once, in `fingerprints` (post id -> fingerprint), not on
+each of its rows (six or more a post): a row whose fingerprint is the post's holds an
+empty BLOB in its `fingerprint` column (no bytes; the empty text '' still means
+"unknown"), and reads take the post's. A fingerprint of 32 hex digits (every one grebe
+makes: `flows.sinks.post_fingerprint`) is kept as its 16 bytes and read back as hex; any
+other as the text it is. Together ~170 bytes a post of six flows. Rows of earlier
+versions hold the hex text in their own column and read and compare the same; a post
+known only from them gets its `fingerprints` row with its next write.
 
 `created_at` is 0 when it equals `updated_at` (a first write: ~80% of rows), which SQLite
 keeps in no bytes at all instead of 8 (~40 bytes a post of six flows); it reads back as
@@ -61,6 +65,10 @@ CREATE TABLE IF NOT EXISTS annotations (
     vector BLOB,
     PRIMARY KEY (post_id, producer, version)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS fingerprints (
+    post_id TEXT PRIMARY KEY,
+    fingerprint BLOB NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS vectors (
     digest BLOB NOT NULL UNIQUE,
     dims INTEGER NOT NULL,
@@ -87,10 +95,17 @@ _UPSERT = (
     "updated_at = excluded.updated_at, body = excluded.body, "
     "fingerprint = excluded.fingerprint, vector = excluded.vector"
 )
-_SELECT = (
-    "SELECT a.created_at, a.updated_at, a.fingerprint, a.body, v.dims, v.dtype, v.data "
-    "FROM annotations a LEFT JOIN vectors v ON v.digest = a.vector"
+_SELECT_ROWS = (
+    "SELECT a.created_at, a.updated_at, "
+    "CASE WHEN a.fingerprint = X'' THEN f.fingerprint ELSE a.fingerprint END, "
+    "a.body, v.dims, v.dtype, v.data "
+    "FROM annotations a LEFT JOIN vectors v ON v.digest = a.vector "
+    "LEFT JOIN {fingerprints} f ON a.fingerprint = X'' AND f.post_id = a.post_id"
 )
+_SELECT = _SELECT_ROWS.format(fingerprints="fingerprints")
+# A file no version since per-post fingerprints has opened (read by `iter_all`): none.
+_SELECT_BEFORE_FINGERPRINTS = _SELECT_ROWS.format(
+    fingerprints="(SELECT NULL AS post_id, NULL AS fingerprint)")
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Annotation)
@@ -109,7 +124,13 @@ def _init(conn: sqlite3.Connection) -> None:
 Row = tuple[str, str, str, float, float, bytes, str, PackedVector | None]
 
 
-_FINGERPRINT = "SELECT fingerprint FROM annotations WHERE post_id = ? AND fingerprint != ''"
+_POST_FINGERPRINT = "SELECT fingerprint FROM fingerprints WHERE post_id = ?"
+_INSERT_FINGERPRINT = "INSERT INTO fingerprints (post_id, fingerprint) VALUES (?, ?)"
+# ...of a post known only from rows of earlier versions (their own column)
+_FINGERPRINT = (
+    "SELECT fingerprint FROM annotations WHERE post_id = ? AND fingerprint != '' "
+    "AND fingerprint != X''")
+_THE_POSTS = b""  # a row's `fingerprint` column: the post's, in `fingerprints`
 _HEX_FINGERPRINT_CHARS = 32
 
 
@@ -137,22 +158,32 @@ def _upsert(conn: sqlite3.Connection, rows: list[Row]) -> dict[int, str]:
     # A post's plans land in one batch together: look its fingerprint up once, then
     # remember what this transaction made it (the first one held, or the one written).
     held: dict[str, str | None] = {}
+    in_table: set[str] = set()  # posts whose fingerprint `fingerprints` holds
     with write_txn(conn):
         for i, row in enumerate(rows):
+            fingerprint: str | bytes = row[6]
             if row[6]:
                 if row[0] not in held:
-                    found = conn.execute(_FINGERPRINT, (row[0],)).fetchone()
+                    found = conn.execute(_POST_FINGERPRINT, (row[0],)).fetchone()
+                    if found is not None:
+                        in_table.add(row[0])
+                    else:
+                        found = conn.execute(_FINGERPRINT, (row[0],)).fetchone()
                     held[row[0]] = None if found is None else _fingerprint_read(found[0])
                 stored = held[row[0]]
                 if stored is not None and stored != row[6]:
                     refused[i] = stored
                     continue
                 held[row[0]] = row[6]
+                if row[0] not in in_table:
+                    conn.execute(_INSERT_FINGERPRINT, (row[0], _fingerprint_at_rest(row[6])))
+                    in_table.add(row[0])
+                fingerprint = _THE_POSTS
             vector = row[7]
             if vector is not None:
                 conn.execute(_INSERT_VECTOR, (vector.digest, vector.dims, vector.dtype,
                                               vector.data))
-            conn.execute(_UPSERT, (*row[:6], _fingerprint_at_rest(row[6]),
+            conn.execute(_UPSERT, (*row[:6], fingerprint,
                                    None if vector is None else vector.digest))
     return refused
 
@@ -196,7 +227,7 @@ def _decode(
 
 def _get(conn: sqlite3.Connection, post_id: str) -> list[Annotation]:
     rows = conn.execute(
-        f"{_SELECT} WHERE post_id = ? ORDER BY producer, version", (post_id,)
+        f"{_SELECT} WHERE a.post_id = ? ORDER BY a.producer, a.version", (post_id,)
     ).fetchall()
     return [_decode(*row) for row in rows]
 
@@ -257,7 +288,10 @@ def iter_all(path: Path, batch: int = 1000) -> Iterator[Annotation]:
     """Every annotation in key order, read synchronously (CLI and test helper)."""
     conn = connect(Path(path))
     try:
-        cursor = conn.execute(f"{_SELECT} ORDER BY post_id, producer, version")
+        select = _SELECT if conn.execute(
+            "SELECT 1 FROM sqlite_schema WHERE name = 'fingerprints'").fetchone() else (
+            _SELECT_BEFORE_FINGERPRINTS)
+        cursor = conn.execute(f"{select} ORDER BY a.post_id, a.producer, a.version")
         while rows := cursor.fetchmany(batch):
             yield from (_decode(*row) for row in rows)
     finally:
