@@ -25,7 +25,7 @@ WIRE_VECTOR_F16 = "f16"
 # How the SQLite store compresses annotation bodies (grebe.stores.bodies): zstd against
 # the packaged dictionary `grebe/data/annotation_body.<id>.zdict` with this id.
 BODY_DICT_PREFIX = "annotation_body."
-BODY_DICT_ID = 2
+BODY_DICT_ID = 3
 BODY_ZSTD_LEVEL = 6
 # How the local log stores message values (grebe.brokers.local_sql): zstd against
 # `grebe/data/log_value.<id>.zdict` (ids apart from the bodies', so a frame names its kind).

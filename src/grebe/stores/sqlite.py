@@ -96,7 +96,7 @@ _UPSERT = (
     "fingerprint = excluded.fingerprint, vector = excluded.vector"
 )
 _SELECT_ROWS = (
-    "SELECT a.created_at, a.updated_at, "
+    "SELECT a.post_id, a.producer, a.version, a.created_at, a.updated_at, "
     "CASE WHEN a.fingerprint = X'' THEN f.fingerprint ELSE a.fingerprint END, "
     "a.body, v.dims, v.dtype, v.data "
     "FROM annotations a LEFT JOIN vectors v ON v.digest = a.vector "
@@ -190,11 +190,13 @@ def _upsert(conn: sqlite3.Connection, rows: list[Row]) -> dict[int, str]:
 
 def _encode(annotation: Annotation) -> tuple[bytes, PackedVector | None]:
     """The row body (msgpack, zstd against the packaged dictionary) and the embedding to
-    store apart. The body leaves out what the row's columns hold and no dictionary can
-    shrink (the fingerprint's 32 hex digits, two timestamps: ~150 bytes a post of six
-    flows compressed); `_decode` puts them back from the columns."""
+    store apart. The body leaves out what the row's columns hold (the key, the
+    fingerprint's 32 hex digits, two timestamps: ~150 bytes a post of six flows
+    compressed, and the post id again: ~35 bytes more, at real 19-digit ids ~80);
+    `_decode` puts them back from the columns."""
     body = _encoder.encode(msgspec.structs.replace(
-        annotation, embedding=None, content_fingerprint="", created_at=0.0, updated_at=0.0))
+        annotation, post_id="", producer="", version="", embedding=None,
+        content_fingerprint="", created_at=0.0, updated_at=0.0))
     vector = None if annotation.embedding is None else pack(annotation.embedding)
     return bodies.compress(body), vector
 
@@ -207,6 +209,7 @@ def _row(a: Annotation) -> Row:
 
 
 def _decode(
+    post_id: str, producer: str, version: str,
     created_at: float, updated_at: float, fingerprint: str | bytes, body: bytes,
     dims: int | None = None, dtype: str | None = None, data: bytes | None = None,
 ) -> Annotation:
@@ -218,6 +221,7 @@ def _decode(
         if data is not None and dims is not None and dtype is not None:
             annotation.embedding = unpack(dims, dtype, data)
     # The columns hold these for every row (bodies of earlier versions hold them too).
+    annotation.post_id, annotation.producer, annotation.version = post_id, producer, version
     annotation.created_at = created_at or updated_at  # 0: the same as updated_at
     annotation.updated_at = updated_at
     annotation.content_fingerprint = (annotation.content_fingerprint
