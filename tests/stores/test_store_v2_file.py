@@ -175,3 +175,34 @@ async def test_a_body_leaves_the_key_to_its_columns(tmp_path: Path) -> None:
         (body,) = conn.execute("SELECT body FROM annotations").fetchone()
     fields = msgspec.msgpack.decode(bodies.decompress(body))
     assert (fields["post_id"], fields["producer"], fields["version"]) == ("", "", "")
+
+
+async def test_producers_are_stored_as_codes_and_a_v2_row_moves_to_its_code(
+        v2_copy: Path) -> None:
+    """A new row holds its producer as a 1-byte code (the name once, in `producers`);
+    writing a key that a v2 row holds under the plain name moves that row to the code,
+    keeping its created_at, so the key never has two rows; rows read in name order."""
+    store = SqliteStore(v2_copy)
+    await store.start()
+    try:
+        before = {a.producer: a for a in await store.get("p-1")}
+        again = Annotation(post_id="p-1", producer="spam_comment", version="1",
+                           labels=["spam"], content_fingerprint=HEX,
+                           created_at=1_900_000_000.0, updated_at=1_900_000_000.0)
+        await store.upsert([again, Annotation(post_id="p-1", producer="aaa", version="1",
+                                               content_fingerprint=HEX)])
+        rows = await store.get("p-1")
+        assert [a.producer for a in rows] == [
+            "aaa", "mm_emb_v5", "post_embedding_with_summary", "spam_comment"]
+        spam = rows[-1]
+        assert spam.labels == ["spam"] and spam.updated_at == 1_900_000_000.0
+        assert spam.created_at == before["spam_comment"].created_at
+        assert [a.producer for a in iter_all(v2_copy)][:4] == [a.producer for a in rows]
+    finally:
+        await store.stop()
+    with sqlite3.connect(v2_copy) as conn:
+        stored = conn.execute("SELECT producer FROM annotations WHERE post_id = 'p-1' "
+                              "ORDER BY producer").fetchall()
+        names = dict(conn.execute("SELECT name, id FROM producers"))
+    assert stored == [("mm_emb_v5",), ("post_embedding_with_summary",),
+                      (bytes([names["spam_comment"]]),), (bytes([names["aaa"]]),)]

@@ -28,6 +28,10 @@ other as the text it is. Together ~170 bytes a post of six flows. Rows of earlie
 versions hold the hex text in their own column and read and compare the same; a post
 known only from them gets its `fingerprints` row with its next write.
 
+Producer names are stored as 1-byte codes through a table of names
+(stores/producers.py: ~90 bytes a post of six flows); rows of earlier versions hold the
+name and read the same.
+
 `created_at` is 0 when it equals `updated_at` (a first write: ~80% of rows), which SQLite
 keeps in no bytes at all instead of 8 (~40 bytes a post of six flows); it reads back as
 `updated_at`, and a rewrite of such a row keeps the first write's time as `created_at`.
@@ -50,6 +54,8 @@ from grebe.errors import StoreError, StoreUnavailableError
 from grebe.sqlitedb import GroupWriter, SqliteDB, connect, write_txn
 from grebe.stores import bodies
 from grebe.stores.base import reused_id_error
+from grebe.stores.producers import SCHEMA as PRODUCERS_SCHEMA
+from grebe.stores.producers import ProducerCodes
 from grebe.stores.vectors import PackedVector, pack, unpack
 from grebe.types import Annotation
 
@@ -113,7 +119,7 @@ _json_decoder = msgspec.json.Decoder(Annotation)  # bodies written before binary
 
 
 def _init(conn: sqlite3.Connection) -> None:
-    conn.executescript(_SCHEMA)
+    conn.executescript(_SCHEMA + PRODUCERS_SCHEMA)
     columns = {row[1] for row in conn.execute("PRAGMA table_info(annotations)")}
     for column, migration in (("fingerprint", _ADD_FINGERPRINT), ("vector", _ADD_VECTOR)):
         if column not in columns:
@@ -151,9 +157,19 @@ def _fingerprint_read(value: str | bytes) -> str:
     return value.hex() if isinstance(value, bytes) else value
 
 
-def _upsert(conn: sqlite3.Connection, rows: list[Row]) -> dict[int, str]:
+def _upsert(conn: sqlite3.Connection, rows: list[Row], codes: ProducerCodes) -> dict[int, str]:
     """Write the rows, except those of a post id held under another fingerprint:
     {row index: the stored fingerprint} of the refused ones."""
+    try:
+        refused = _write(conn, rows, codes)
+    except BaseException:
+        codes.rollback()
+        raise
+    codes.commit()
+    return refused
+
+
+def _write(conn: sqlite3.Connection, rows: list[Row], codes: ProducerCodes) -> dict[int, str]:
     refused: dict[int, str] = {}
     # A post's plans land in one batch together: look its fingerprint up once, then
     # remember what this transaction made it (the first one held, or the one written).
@@ -183,7 +199,9 @@ def _upsert(conn: sqlite3.Connection, rows: list[Row]) -> dict[int, str]:
             if vector is not None:
                 conn.execute(_INSERT_VECTOR, (vector.digest, vector.dims, vector.dtype,
                                               vector.data))
-            conn.execute(_UPSERT, (*row[:6], fingerprint,
+            code = codes.code(conn, row[1])
+            codes.adopt(conn, row[0], row[1], row[2], code)
+            conn.execute(_UPSERT, (row[0], code, *row[2:6], fingerprint,
                                    None if vector is None else vector.digest))
     return refused
 
@@ -229,11 +247,18 @@ def _decode(
     return annotation
 
 
-def _get(conn: sqlite3.Connection, post_id: str) -> list[Annotation]:
-    rows = conn.execute(
-        f"{_SELECT} WHERE a.post_id = ? ORDER BY a.producer, a.version", (post_id,)
-    ).fetchall()
-    return [_decode(*row) for row in rows]
+def _get(conn: sqlite3.Connection, post_id: str, codes: ProducerCodes) -> list[Annotation]:
+    rows = conn.execute(f"{_SELECT} WHERE a.post_id = ?", (post_id,)).fetchall()
+    return _decoded(conn, rows, codes)
+
+
+def _decoded(conn: sqlite3.Connection, rows: list[tuple], codes: ProducerCodes,
+             ) -> list[Annotation]:
+    """Rows of one post, decoded, in (producer name, version) order (codes do not sort
+    as their names)."""
+    out = [_decode(row[0], codes.name(conn, row[1]), *row[2:]) for row in rows]
+    out.sort(key=lambda a: (a.producer, a.version))
+    return out
 
 
 def _count(conn: sqlite3.Connection) -> int:
@@ -249,6 +274,7 @@ class SqliteStore:
         self.path = Path(path)
         self._db = SqliteDB(self.path, synchronous=synchronous, name="grebe-store")
         self._writer: GroupWriter[Annotation] = GroupWriter(self._flush)
+        self._codes = ProducerCodes()
 
     async def start(self) -> None:
         try:
@@ -267,7 +293,7 @@ class SqliteStore:
 
     async def get(self, post_id: str) -> list[Annotation]:
         try:
-            return await self._db.run(_get, post_id)
+            return await self._db.run(_get, post_id, self._codes)
         except (sqlite3.Error, ValueError) as exc:  # msgspec.DecodeError, a bad frame
             raise StoreError(f"annotation store {self.path}: {exc}") from exc
 
@@ -278,7 +304,7 @@ class SqliteStore:
         # The last write of a key in one batch wins, as it would one by one.
         rows = [_row(a) for a in annotations]
         try:
-            refused = await self._db.run(_upsert, rows)
+            refused = await self._db.run(_upsert, rows, self._codes)
         except sqlite3.OperationalError as exc:  # disk full, locked, I/O: not the post's
             raise StoreUnavailableError(f"annotation store {self.path}: {exc}") from exc
         except sqlite3.Error as exc:
@@ -295,8 +321,15 @@ def iter_all(path: Path, batch: int = 1000) -> Iterator[Annotation]:
         select = _SELECT if conn.execute(
             "SELECT 1 FROM sqlite_schema WHERE name = 'fingerprints'").fetchone() else (
             _SELECT_BEFORE_FINGERPRINTS)
-        cursor = conn.execute(f"{select} ORDER BY a.post_id, a.producer, a.version")
+        codes = ProducerCodes()
+        cursor = conn.execute(f"{select} ORDER BY a.post_id")
+        post: list[tuple] = []  # one post's rows, sorted by name as they are decoded
         while rows := cursor.fetchmany(batch):
-            yield from (_decode(*row) for row in rows)
+            for row in rows:
+                if post and post[0][0] != row[0]:
+                    yield from _decoded(conn, post, codes)
+                    post = []
+                post.append(row)
+        yield from _decoded(conn, post, codes)
     finally:
         conn.close()
