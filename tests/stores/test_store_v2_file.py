@@ -206,3 +206,17 @@ async def test_producers_are_stored_as_codes_and_a_v2_row_moves_to_its_code(
         names = dict(conn.execute("SELECT name, id FROM producers"))
     assert stored == [("mm_emb_v5",), ("post_embedding_with_summary",),
                       (bytes([names["spam_comment"]]),), (bytes([names["aaa"]]),)]
+
+
+async def test_a_new_store_is_marked_codes_only_and_a_v2_store_is_not(
+        tmp_path: Path, v2_copy: Path) -> None:
+    """Only a store created with producer codes skips looking for rows under plain
+    names (PRAGMA user_version 1); opening a v2 store leaves it 0, so its rows move."""
+    for path in (tmp_path / "new.db", v2_copy):
+        store = SqliteStore(path)
+        await store.start()
+        await store.stop()
+    with sqlite3.connect(tmp_path / "new.db") as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    with sqlite3.connect(v2_copy) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 0

@@ -40,6 +40,8 @@ class ProducerCodes:
     """Name <-> code for one store file; used only in the store's database thread."""
 
     def __init__(self) -> None:
+        # False for a store created with codes (no row under a plain name): no `adopt`
+        self.names_at_rest = True
         self._codes: dict[str, bytes] = {}  # committed
         self._pending: dict[str, bytes] = {}
         self._names: dict[bytes, str] = {}
