@@ -220,3 +220,25 @@ async def test_a_new_store_is_marked_codes_only_and_a_v2_store_is_not(
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
     with sqlite3.connect(v2_copy) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 0
+
+
+async def test_rows_name_vectors_by_rowid_and_v2_rows_by_digest_still_read(
+        v2_copy: Path) -> None:
+    """A new row names its vector by the `vectors` rowid (2-3 bytes, not a 16-byte
+    digest); the v2 rows' digests still find theirs, and an equal vector is kept once."""
+    store = SqliteStore(v2_copy)
+    await store.start()
+    try:
+        before = {a.producer: a.embedding for a in await store.get("p-1")}
+        await store.upsert([Annotation(post_id="p-1", producer="x", version="1",
+                                       content_fingerprint=HEX,
+                                       embedding=before["mm_emb_v5"])])
+        after = {a.producer: a.embedding for a in await store.get("p-1")}
+        assert after == {**before, "x": before["mm_emb_v5"]}
+    finally:
+        await store.stop()
+    with sqlite3.connect(v2_copy) as conn:
+        refs = dict(conn.execute("SELECT producer, vector FROM annotations "
+                                 "WHERE post_id = 'p-1' AND vector IS NOT NULL"))
+        assert conn.execute("SELECT count(*) FROM vectors").fetchone()[0] == 1
+    assert sorted(type(r).__name__ for r in refs.values()) == ["bytes", "bytes", "int"]

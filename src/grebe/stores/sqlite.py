@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -104,14 +105,39 @@ _UPSERT = (
 _SELECT_ROWS = (
     "SELECT a.post_id, a.producer, a.version, a.created_at, a.updated_at, "
     "CASE WHEN a.fingerprint = X'' THEN f.fingerprint ELSE a.fingerprint END, "
-    "a.body, v.dims, v.dtype, v.data "
-    "FROM annotations a LEFT JOIN vectors v ON v.digest = a.vector "
+    "a.body, {vector} FROM annotations a {vector_joins} "
     "LEFT JOIN {fingerprints} f ON a.fingerprint = X'' AND f.post_id = a.post_id"
 )
-_SELECT = _SELECT_ROWS.format(fingerprints="fingerprints")
-# A file no version since per-post fingerprints has opened (read by `iter_all`): none.
-_SELECT_BEFORE_FINGERPRINTS = _SELECT_ROWS.format(
-    fingerprints="(SELECT NULL AS post_id, NULL AS fingerprint)")
+# A row names its vector by the `vectors` rowid (an integer: 2-3 bytes) in a store whose
+# `vectors` is a rowid table, by its 16-byte digest in rows of earlier versions and in a
+# store whose `vectors` is keyed by digest (WITHOUT ROWID, before round two): a BLOB
+# never equals an integer, so one join finds either.
+_BY_ROWID_OR_DIGEST = (
+    "coalesce(v.dims, w.dims), coalesce(v.dtype, w.dtype), coalesce(v.data, w.data)",
+    "LEFT JOIN vectors v ON v.rowid = a.vector LEFT JOIN vectors w ON w.digest = a.vector")
+_BY_DIGEST = ("w.dims, w.dtype, w.data", "LEFT JOIN vectors w ON w.digest = a.vector")
+_VECTOR_ROWID = "SELECT rowid FROM vectors WHERE digest = ?"
+
+
+@dataclass(slots=True)
+class _Layout:
+    """What this store file holds, read once at open: the SELECT of its rows, whether
+    rows name vectors by rowid, and its producer codes."""
+
+    select: str
+    vector_rowids: bool
+    codes: ProducerCodes
+
+
+def _layout(conn: sqlite3.Connection) -> _Layout:
+    tables = dict(conn.execute("SELECT name, sql FROM sqlite_schema WHERE type = 'table'"))
+    vector_rowids = "WITHOUT ROWID" not in (tables.get("vectors") or "WITHOUT ROWID")
+    vector, joins = _BY_ROWID_OR_DIGEST if vector_rowids else _BY_DIGEST
+    # A file no version since per-post fingerprints has opened (read by `iter_all`): none.
+    fingerprints = ("fingerprints" if "fingerprints" in tables
+                    else "(SELECT NULL AS post_id, NULL AS fingerprint)")
+    select = _SELECT_ROWS.format(vector=vector, vector_joins=joins, fingerprints=fingerprints)
+    return _Layout(select, vector_rowids, ProducerCodes())
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Annotation)
@@ -166,11 +192,12 @@ def _fingerprint_read(value: str | bytes) -> str:
     return value.hex() if isinstance(value, bytes) else value
 
 
-def _upsert(conn: sqlite3.Connection, rows: list[Row], codes: ProducerCodes) -> dict[int, str]:
+def _upsert(conn: sqlite3.Connection, rows: list[Row], layout: _Layout) -> dict[int, str]:
     """Write the rows, except those of a post id held under another fingerprint:
     {row index: the stored fingerprint} of the refused ones."""
+    codes = layout.codes
     try:
-        refused = _write(conn, rows, codes)
+        refused = _write(conn, rows, layout)
     except BaseException:
         codes.rollback()
         raise
@@ -178,7 +205,8 @@ def _upsert(conn: sqlite3.Connection, rows: list[Row], codes: ProducerCodes) -> 
     return refused
 
 
-def _write(conn: sqlite3.Connection, rows: list[Row], codes: ProducerCodes) -> dict[int, str]:
+def _write(conn: sqlite3.Connection, rows: list[Row], layout: _Layout) -> dict[int, str]:
+    codes = layout.codes
     refused: dict[int, str] = {}
     # A post's plans land in one batch together: look its fingerprint up once, then
     # remember what this transaction made it (the first one held, or the one written).
@@ -204,15 +232,16 @@ def _write(conn: sqlite3.Connection, rows: list[Row], codes: ProducerCodes) -> d
                     conn.execute(_INSERT_FINGERPRINT, (row[0], _fingerprint_at_rest(row[6])))
                     in_table.add(row[0])
                 fingerprint = _THE_POSTS
-            vector = row[7]
+            vector, vector_ref = row[7], None
             if vector is not None:
                 conn.execute(_INSERT_VECTOR, (vector.digest, vector.dims, vector.dtype,
                                               vector.data))
+                vector_ref = (conn.execute(_VECTOR_ROWID, (vector.digest,)).fetchone()[0]
+                              if layout.vector_rowids else vector.digest)
             code = codes.code(conn, row[1])
             if codes.names_at_rest:
                 codes.adopt(conn, row[0], row[1], row[2], code)
-            conn.execute(_UPSERT, (row[0], code, *row[2:6], fingerprint,
-                                   None if vector is None else vector.digest))
+            conn.execute(_UPSERT, (row[0], code, *row[2:6], fingerprint, vector_ref))
     return refused
 
 
@@ -257,9 +286,9 @@ def _decode(
     return annotation
 
 
-def _get(conn: sqlite3.Connection, post_id: str, codes: ProducerCodes) -> list[Annotation]:
-    rows = conn.execute(f"{_SELECT} WHERE a.post_id = ?", (post_id,)).fetchall()
-    return _decoded(conn, rows, codes)
+def _get(conn: sqlite3.Connection, post_id: str, layout: _Layout) -> list[Annotation]:
+    rows = conn.execute(f"{layout.select} WHERE a.post_id = ?", (post_id,)).fetchall()
+    return _decoded(conn, rows, layout.codes)
 
 
 def _decoded(conn: sqlite3.Connection, rows: list[tuple], codes: ProducerCodes,
@@ -284,12 +313,13 @@ class SqliteStore:
         self.path = Path(path)
         self._db = SqliteDB(self.path, synchronous=synchronous, name="grebe-store")
         self._writer: GroupWriter[Annotation] = GroupWriter(self._flush)
-        self._codes = ProducerCodes()
+        self._layout = _Layout("", True, ProducerCodes())  # read at open
 
     async def start(self) -> None:
         def init(conn: sqlite3.Connection) -> None:
             _init(conn)
-            self._codes.names_at_rest = (
+            self._layout = _layout(conn)
+            self._layout.codes.names_at_rest = (
                 conn.execute("PRAGMA user_version").fetchone()[0] != _CODES_ONLY)
 
         try:
@@ -308,7 +338,7 @@ class SqliteStore:
 
     async def get(self, post_id: str) -> list[Annotation]:
         try:
-            return await self._db.run(_get, post_id, self._codes)
+            return await self._db.run(_get, post_id, self._layout)
         except (sqlite3.Error, ValueError) as exc:  # msgspec.DecodeError, a bad frame
             raise StoreError(f"annotation store {self.path}: {exc}") from exc
 
@@ -319,7 +349,7 @@ class SqliteStore:
         # The last write of a key in one batch wins, as it would one by one.
         rows = [_row(a) for a in annotations]
         try:
-            refused = await self._db.run(_upsert, rows, self._codes)
+            refused = await self._db.run(_upsert, rows, self._layout)
         except sqlite3.OperationalError as exc:  # disk full, locked, I/O: not the post's
             raise StoreUnavailableError(f"annotation store {self.path}: {exc}") from exc
         except sqlite3.Error as exc:
@@ -333,11 +363,9 @@ def iter_all(path: Path, batch: int = 1000) -> Iterator[Annotation]:
     """Every annotation in key order, read synchronously (CLI and test helper)."""
     conn = connect(Path(path))
     try:
-        select = _SELECT if conn.execute(
-            "SELECT 1 FROM sqlite_schema WHERE name = 'fingerprints'").fetchone() else (
-            _SELECT_BEFORE_FINGERPRINTS)
-        codes = ProducerCodes()
-        cursor = conn.execute(f"{select} ORDER BY a.post_id")
+        layout = _layout(conn)
+        codes = layout.codes
+        cursor = conn.execute(f"{layout.select} ORDER BY a.post_id")
         post: list[tuple] = []  # one post's rows, sorted by name as they are decoded
         while rows := cursor.fetchmany(batch):
             for row in rows:
