@@ -70,11 +70,11 @@ def _check_ids(envelope: Envelope) -> None:
     content dropped unseen: both are refused, with the reason, before anything is kept."""
     post_id = envelope.post.id
     if post_id and not post_id.strip():
-        raise DecodeError(f"schema: post id is blank (only whitespace: {post_id!r})")
+        raise DecodeError(f"schema: post.id is empty or only whitespace ({post_id!r})")
     if not post_id and envelope.post != NO_POST:
-        raise DecodeError("schema: a post needs an id (this one has content and none)")
+        raise DecodeError("schema: post.id is empty but the post has content (it needs an id)")
     if envelope.user is not None and not envelope.user.id.strip():
-        raise DecodeError(f"schema: user id is blank ({envelope.user.id!r})")
+        raise DecodeError(f"schema: user.id is empty or only whitespace ({envelope.user.id!r})")
 
 
 def _check_quote_depth(envelope: Envelope, limit: int = C.MAX_QUOTE_DEPTH) -> None:
