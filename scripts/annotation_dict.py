@@ -2,10 +2,10 @@
 (`--kind body`), the local log compresses message values against (`--kind log`) and
 the hydration post table compresses posts against (`--kind post`).
 
-    .venv/bin/python scripts/annotation_dict.py --first 2000 --posts 1000 \\
-        --out src/grebe/data/annotation_body.1.zdict --dict-id 1
-    .venv/bin/python scripts/annotation_dict.py --kind log --size 8192 \\
-        --out src/grebe/data/log_value.101.zdict --dict-id 101
+    .venv/bin/python scripts/annotation_dict.py --first 2000 --posts 1000 --size 8192 \\
+        --out src/grebe/data/annotation_body.3.zdict --dict-id 3
+    .venv/bin/python scripts/annotation_dict.py --kind log --size 16384 \\
+        --out src/grebe/data/log_value.102.zdict --dict-id 102
     .venv/bin/python scripts/annotation_dict.py --kind post \\
         --out src/grebe/data/post_body.201.zdict --dict-id 201
 

@@ -8,6 +8,7 @@ reason fit for a dead letter: no input can raise anything else here, or later (D
 
 from __future__ import annotations
 
+import math
 from typing import Any, TypeVar
 
 import msgspec
@@ -15,8 +16,8 @@ import numpy as np
 
 from grebe import constants as C
 from grebe import quantize
-from grebe.errors import DecodeError
-from grebe.types import Annotation, DeadLetter, Envelope, Post
+from grebe.errors import DecodeError, InferenceError
+from grebe.types import NO_POST, Annotation, DeadLetter, Envelope, Post
 
 NEEDS_POST_OR_USER = "a message needs a post with an id, or a user"
 T = TypeVar("T")
@@ -56,10 +57,24 @@ def decode_envelope(raw: bytes | None, max_bytes: int = C.MAX_MESSAGE_BYTES) -> 
         raise DecodeError(f"malformed: {type(exc).__name__}: {exc}") from exc
     if not envelope.post.id and envelope.user is None:  # a bare Post with an empty id
         raise DecodeError(f"schema: {NEEDS_POST_OR_USER}")
+    _check_ids(envelope)
     _check_quote_depth(envelope)
     if envelope.context is not None and envelope.context.extra:
         check_free_form(envelope.context.extra, "context.extra")
     return envelope
+
+
+def _check_ids(envelope: Envelope) -> None:
+    """An id of only whitespace names nothing (every store and topic would key a post by
+    it), and a post with content but no id would pass as a user-only message, its
+    content dropped unseen: both are refused, with the reason, before anything is kept."""
+    post_id = envelope.post.id
+    if post_id and not post_id.strip():
+        raise DecodeError(f"schema: post.id is empty or only whitespace ({post_id!r})")
+    if not post_id and envelope.post != NO_POST:
+        raise DecodeError("schema: post.id is empty but the post has content (it needs an id)")
+    if envelope.user is not None and not envelope.user.id.strip():
+        raise DecodeError(f"schema: user.id is empty or only whitespace ({envelope.user.id!r})")
 
 
 def _check_quote_depth(envelope: Envelope, limit: int = C.MAX_QUOTE_DEPTH) -> None:
@@ -206,6 +221,21 @@ def unpack_vector(wire: WireVector) -> list[float]:
         raise ValueError(f"vector of {wire.dims} dims needs {2 * wire.dims} bytes, "
                          f"holds {len(wire.data)}")
     return np.frombuffer(wire.data, dtype="<f2").astype(np.float32).tolist()  # type: ignore[no-any-return]
+
+
+def require_finite(annotation: Annotation) -> None:
+    """InferenceError (the post's failure: retried, then dead-lettered with the reason)
+    when a score or an embedding value is NaN or infinite. JSON has no such numbers: the
+    output topic would carry null where a reader expects a number, and the store would
+    keep a vector int8 cannot scale; a model that produced one failed on this post."""
+    bad = sorted(k for k, v in annotation.scores.items() if not math.isfinite(v))
+    if bad:
+        raise InferenceError(f"{annotation.producer}: non-finite score(s) {', '.join(bad)} "
+                             f"for post {annotation.post_id}")
+    if annotation.embedding is not None and not np.isfinite(
+            np.asarray(annotation.embedding, dtype=np.float64)).all():
+        raise InferenceError(f"{annotation.producer}: non-finite value in the embedding "
+                             f"of post {annotation.post_id}")
 
 
 def encode_annotation(annotation: Annotation) -> bytes:

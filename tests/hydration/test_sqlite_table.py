@@ -67,3 +67,39 @@ async def test_bodies_are_compressed_and_plain_json_rows_of_earlier_versions_sti
         assert await table.get_users(["u-old"]) == {"u-old": old_user}
     finally:
         await table.stop()
+
+
+OLD_SCHEMA = """
+CREATE TABLE posts (
+    id TEXT PRIMARY KEY, author_id TEXT NOT NULL, created_at REAL NOT NULL, body BLOB NOT NULL
+);
+CREATE INDEX posts_by_author ON posts (author_id, created_at);
+CREATE TABLE users (id TEXT PRIMARY KEY, body BLOB NOT NULL);
+"""
+
+
+@pytest.mark.parametrize("old", [False, True], ids=["new-file", "rowid-file-of-before"])
+async def test_new_files_key_rows_by_id_alone_and_older_files_still_work(tmp_path, old):
+    """A new file's tables are WITHOUT ROWID (no rowid table plus an index of the ids:
+    ~25 bytes a post); a file created before (rowid tables, as the SQL above) works as
+    it did."""
+    import sqlite3
+
+    path = tmp_path / "posts.db"
+    if old:
+        with sqlite3.connect(path) as conn:
+            conn.executescript(OLD_SCHEMA)
+    table = SqlitePostTable(path)
+    await table.start()
+    try:
+        await table.record([Post(id="p1", author_id="a", text="hi", created_at=1.0)],
+                           [User(id="a", name="Ann")])
+        await table.record([Post(id="p1", author_id="a", text="edited", created_at=1.0)], [])
+        assert (await table.get_posts(["p1"]))["p1"].text == "edited"
+        assert [p.id for p in await table.recent_posts("a", 3)] == ["p1"]
+        assert (await table.get_users(["a"]))["a"].name == "Ann"
+    finally:
+        await table.stop()
+    with sqlite3.connect(path) as conn:
+        sql = dict(conn.execute("SELECT name, sql FROM sqlite_schema WHERE type = 'table'"))
+    assert all(("WITHOUT ROWID" in sql[t]) is not old for t in ("posts", "users"))

@@ -179,8 +179,8 @@ async def test_bodies_are_compressed_against_the_packaged_dictionary(store, tmp_
     assert bodies.is_compressed(body) and len(body) < len(plain) // 2
     # what the columns hold is not repeated in the body: it is put back on read
     assert msgspec.msgpack.decode(bodies.decompress(body), type=Annotation) == (
-        msgspec.structs.replace(row, content_fingerprint="", created_at=0.0,
-                                updated_at=0.0))
+        msgspec.structs.replace(row, post_id="", producer="", version="",
+                                content_fingerprint="", created_at=0.0, updated_at=0.0))
 
 
 async def test_plain_msgpack_bodies_of_the_previous_version_still_read(store, tmp_path):
@@ -231,10 +231,10 @@ async def test_float16_vectors_of_the_previous_version_still_read(store, tmp_pat
     await store.upsert([old, _annotation("new", "mm_emb_v5", embedding=_unit(3))])
     half = np.asarray([0.5, 0.25], dtype=np.float16).tobytes()
     with sqlite3.connect(tmp_path / "a.db") as conn:  # as the previous version wrote it
-        (digest,) = conn.execute("SELECT vector FROM annotations WHERE post_id = 'old'"
-                                 ).fetchone()
-        conn.execute("UPDATE vectors SET dtype = 'f16', data = ? WHERE digest = ?",
-                     (half, digest))
+        (ref,) = conn.execute("SELECT vector FROM annotations WHERE post_id = 'old'"
+                              ).fetchone()  # a rowid now, a digest then: either finds it
+        conn.execute("UPDATE vectors SET dtype = 'f16', data = ? "
+                     "WHERE rowid = ? OR digest = ?", (half, ref, ref))
     assert (await store.get("old"))[0].embedding == [0.5, 0.25]
     new = np.asarray((await store.get("new"))[0].embedding)
     assert float(new @ np.asarray(_unit(3))) > 0.9999

@@ -42,6 +42,7 @@ from grebe import constants as C
 from grebe.brokers import local_sql as sql
 from grebe.brokers.local_lock import ConsumerLock
 from grebe.brokers.local_producer import LocalProducer
+from grebe.brokers.local_refs import ValueRefs
 from grebe.brokers.local_retention import RetentionPolicy, RetentionRunner, trim
 from grebe.brokers.local_sql import (
     PartitionedBatch,
@@ -119,6 +120,8 @@ class LocalLog:
         self.path = Path(path).resolve()
         self.default_partitions = partitions
         self.compress = compress  # store values zstd-compressed (local_sql.pack_value)
+        # ...and against an earlier value of the same key (local_refs), when compressing
+        self._refs = ValueRefs() if compress else None
         self._db = SqliteDB(self.path, synchronous=synchronous, name="grebe-log",
                             new_file_pragmas=sql.NEW_LOG_PRAGMAS)
         self._topics: dict[str, Topic] = {}
@@ -168,7 +171,7 @@ class LocalLog:
         if not records:
             return []
         batch = await self._partitioned({topic_name: records})
-        positions = (await self._run_write(sql.append, batch, self.compress))[0]
+        positions = (await self._run_write(sql.append, batch, self.compress, self._refs))[0]
         _notifier.notify(self.path, [topic_name])
         return positions
 
@@ -176,7 +179,7 @@ class LocalLog:
         """Append to several topics in one transaction."""
         prepared = await self._partitioned(batches)
         if prepared:
-            await self._run_write(sql.append, prepared, self.compress)
+            await self._run_write(sql.append, prepared, self.compress, self._refs)
             _notifier.notify(self.path, list(batches))
 
     async def read(
@@ -220,7 +223,8 @@ class LocalLog:
         Offsets never move backwards (a stale committer cannot undo progress)."""
         topic = await self.topic(topic_name)
         prepared = await self._partitioned(appends or {})
-        await self._run_write(sql.commit, group, topic.id, offsets, prepared, self.compress)
+        await self._run_write(sql.commit, group, topic.id, offsets, prepared, self.compress,
+                              self._refs)
         if prepared:
             _notifier.notify(self.path, list(appends or {}))
 

@@ -9,6 +9,9 @@ delay nothing and lose nothing a group still needs. A group that has committed o
 partitions of a topic but not this one protects the whole partition. Topics in `exempt`
 (the dead-letter topic by default: those wait for a person) are never trimmed.
 
+A row that a surviving row's value is stored against (local_refs: codec 2) is kept
+with it, so retention never leaves a value that cannot be read.
+
 Freed pages are reused by later appends, which bounds the file under a steady stream; a
 log created by this version also returns them to the file system (incremental vacuum).
 """
@@ -79,6 +82,17 @@ def _size_cutoff(conn: sqlite3.Connection, topic_id: int, part: int, max_bytes: 
     return 0
 
 
+def _delete(conn: sqlite3.Connection, topic_id: int, part: int, condition: str,
+            params: tuple[float | int, ...]) -> int:
+    """Delete the partition's rows matching `condition`, except those a row that stays
+    refers to (its value is stored against theirs)."""
+    scope = "topic_id = ? AND part = ?"
+    return conn.execute(
+        f"DELETE FROM messages WHERE {scope} AND {condition} AND msg_offset NOT IN "
+        f"(SELECT ref FROM messages WHERE {scope} AND ref IS NOT NULL AND NOT ({condition}))",
+        (topic_id, part, *params, topic_id, part, *params)).rowcount
+
+
 def trim(conn: sqlite3.Connection, policy: RetentionPolicy, now: float) -> dict[str, int]:
     """Delete what `policy` lets go; returns the number of messages deleted per topic."""
     deleted: dict[str, int] = {}
@@ -97,18 +111,13 @@ def trim(conn: sqlite3.Connection, policy: RetentionPolicy, now: float) -> dict[
         with write_txn(conn):
             count = 0
             if max_age_s is not None:
-                count += conn.execute(
-                    "DELETE FROM messages WHERE topic_id = ? AND part = ? AND ts < ?"
-                    + ("" if limit is None else " AND msg_offset < ?"),
-                    (topic_id, part, now - max_age_s,
-                     *(() if limit is None else (limit,))),
-                ).rowcount
+                count += _delete(
+                    conn, topic_id, part,
+                    "ts < ?" + ("" if limit is None else " AND msg_offset < ?"),
+                    (now - max_age_s, *(() if limit is None else (limit,))))
             for cutoff in cutoffs:
                 bound = cutoff if limit is None else min(cutoff, limit)
-                count += conn.execute(
-                    "DELETE FROM messages WHERE topic_id = ? AND part = ? AND msg_offset < ?",
-                    (topic_id, part, bound),
-                ).rowcount
+                count += _delete(conn, topic_id, part, "msg_offset < ?", (bound,))
         if count:
             deleted[name] = deleted.get(name, 0) + count
     if deleted and conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:  # incremental

@@ -10,18 +10,25 @@ so rows of a log written before compression (the column added on open: the migra
 0 for them) and values that did not shrink stay as they were. Readers get the bytes
 that were appended, whatever their form at rest; retention's `max_bytes` counts the
 bytes at rest.
+
+A keyed value may instead be stored against the previous value of its key that is
+stored on its own (codec 2, `ref` its offset; local_refs.py): the output topic's several
+annotations of one post repeat each other. Rows of a log written before (the `ref` column
+added on open) have none.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import sqlite3
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from grebe import constants as C
+from grebe.brokers.local_refs import ValueRefs, expand
 from grebe.sqlitedb import write_txn
 from grebe.zdict import DictCodec
 
@@ -47,6 +54,7 @@ CREATE TABLE IF NOT EXISTS messages (
     value BLOB NOT NULL,
     ts REAL NOT NULL,
     codec INTEGER NOT NULL DEFAULT 0,
+    ref INTEGER,
     PRIMARY KEY (topic_id, part, msg_offset)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS group_offsets (
@@ -99,21 +107,25 @@ NEW_LOG_PRAGMAS = ("page_size = 8192", "auto_vacuum = INCREMENTAL")
 # How a row's value is stored (the `codec` column).
 VALUE_RAW = 0  # as appended
 VALUE_ZSTD = 1  # a zstd frame against the log dictionary the frame names
+VALUE_ZSTD_REF = 2  # a zstd frame against the value of the row at offset `ref`
 # Migration of a log written before compressed values: its rows are raw.
 _ADD_CODEC = "ALTER TABLE messages ADD COLUMN codec INTEGER NOT NULL DEFAULT 0"
+# ...and of one written before referencing values: none of its rows refers to another.
+_ADD_REF = "ALTER TABLE messages ADD COLUMN ref INTEGER"
 _values = DictCodec(C.LOG_DICT_PREFIX, C.LOG_DICT_ID, C.LOG_ZSTD_LEVEL)
 
 
 def init_schema(conn: sqlite3.Connection) -> None:
     conn.executescript(_SCHEMA)
-    if not _has_codec(conn):
-        with write_txn(conn):  # under the write lock: another process may have just done it
-            if not _has_codec(conn):
-                conn.execute(_ADD_CODEC)
+    for column, migration in (("codec", _ADD_CODEC), ("ref", _ADD_REF)):
+        if not _has_column(conn, column):
+            with write_txn(conn):  # under the write lock: another process may have done it
+                if not _has_column(conn, column):
+                    conn.execute(migration)
 
 
-def _has_codec(conn: sqlite3.Connection) -> bool:
-    return "codec" in {row[1] for row in conn.execute("PRAGMA table_info(messages)")}
+def _has_column(conn: sqlite3.Connection, column: str) -> bool:
+    return column in {row[1] for row in conn.execute("PRAGMA table_info(messages)")}
 
 
 def pack_value(value: bytes, compress: bool) -> tuple[bytes, int]:
@@ -125,14 +137,42 @@ def pack_value(value: bytes, compress: bool) -> tuple[bytes, int]:
     return value, VALUE_RAW
 
 
-def unpack_value(stored: bytes, codec: int) -> bytes:
-    """The value as appended; ValueError for a codec or dictionary this version does not
-    know (a log written by a newer one) or a corrupt frame."""
+def unpack_value(stored: bytes, codec: int, referent: bytes | None = None) -> bytes:
+    """The value as appended (`referent`: the value, as appended, of the row a codec-2
+    row refers to); ValueError for a codec or dictionary this version does not know (a
+    log written by a newer one) or a corrupt frame."""
     if codec == VALUE_RAW:
         return stored
     if codec == VALUE_ZSTD:
         return _values.decompress(stored)
+    if codec == VALUE_ZSTD_REF:
+        if referent is None:
+            raise ValueError("local log value stored against another row, not given")
+        return expand(stored, referent)
     raise ValueError(f"local log value stored with unknown codec {codec}")
+
+
+def _referent(conn: sqlite3.Connection, topic_id: int, part: int, offset: int) -> bytes:
+    row = conn.execute(
+        "SELECT value, codec FROM messages WHERE topic_id = ? AND part = ? AND msg_offset = ?",
+        (topic_id, part, offset)).fetchone()
+    if row is None or row[1] == VALUE_ZSTD_REF:
+        raise ValueError(f"local log: the row at offset {offset} a value refers to is gone")
+    return unpack_value(row[0], row[1])
+
+
+@contextlib.contextmanager
+def _txn(conn: sqlite3.Connection, refs: ValueRefs | None) -> Iterator[None]:
+    """write_txn, telling `refs` whether what it stored committed."""
+    try:
+        with write_txn(conn):
+            yield
+    except BaseException:
+        if refs is not None:
+            refs.rollback()
+        raise
+    if refs is not None:
+        refs.commit()
 
 
 def find_topic(conn: sqlite3.Connection, name: str) -> Topic | None:
@@ -153,9 +193,28 @@ def ensure_topic(conn: sqlite3.Connection, name: str, partitions: int) -> Topic:
     return topic
 
 
+def _packed_row(
+    conn: sqlite3.Connection, topic_id: int, part: int, offset: int, key: bytes | None,
+    value: bytes, compress: bool, refs: ValueRefs | None,
+) -> tuple[bytes, int, int | None]:
+    """(bytes at rest, codec, ref) of a value: against the previous value of its key
+    stored alone when that is smallest, else as `pack_value` stores it."""
+    packed, codec = pack_value(value, compress)
+    if refs is None or key is None:
+        return packed, codec, None
+    ref_key = (topic_id, part, bytes(key))
+    referent = refs.candidate(conn, ref_key, offset)
+    if referent is not None:
+        framed = refs.compress(value, referent)
+        if len(framed) < len(packed):
+            return framed, VALUE_ZSTD_REF, referent.offset
+    refs.stored_alone(ref_key, offset, value)
+    return packed, codec, None
+
+
 def append_rows(
     conn: sqlite3.Connection, topic_id: int, records: Sequence[tuple[int, bytes | None, bytes]],
-    now: float, compress: bool = True,
+    now: float, compress: bool = True, refs: ValueRefs | None = None,
 ) -> list[tuple[int, int]]:
     """Append (partition, key, value) records inside the caller's write transaction."""
     heads = end_offsets(conn, topic_id)
@@ -164,11 +223,13 @@ def append_rows(
     for part, key, value in records:
         offset = heads.get(part, 0)
         heads[part] = offset + 1
-        rows.append((topic_id, part, offset, key, *pack_value(value, compress), now))
+        rows.append((topic_id, part, offset, key,
+                     *_packed_row(conn, topic_id, part, offset, key, value, compress, refs),
+                     now))
         positions.append((part, offset))
     conn.executemany(
-        "INSERT INTO messages (topic_id, part, msg_offset, key, value, codec, ts) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO messages (topic_id, part, msg_offset, key, value, codec, ref, ts) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
     conn.executemany(
@@ -184,10 +245,11 @@ PartitionedBatch = tuple[int, Sequence[tuple[int, bytes | None, bytes]]]  # topi
 
 def append(
     conn: sqlite3.Connection, batches: Sequence[PartitionedBatch], compress: bool = True,
+    refs: ValueRefs | None = None,
 ) -> list[list[tuple[int, int]]]:
     now = time.time()
-    with write_txn(conn):
-        return [append_rows(conn, topic_id, records, now, compress)
+    with _txn(conn, refs):
+        return [append_rows(conn, topic_id, records, now, compress, refs)
                 for topic_id, records in batches]
 
 
@@ -205,9 +267,11 @@ def read(
             if remaining <= 0:
                 break
             out.extend(
-                (p, o, key, value if codec == VALUE_RAW else unpack_value(value, codec), ts)
-                for p, o, key, value, ts, codec in conn.execute(
-                    "SELECT part, msg_offset, key, value, ts, codec FROM messages "
+                (p, o, key, value if codec == VALUE_RAW else unpack_value(
+                    value, codec,
+                    None if ref is None else _referent(conn, topic_id, p, ref)), ts)
+                for p, o, key, value, ts, codec, ref in conn.execute(
+                    "SELECT part, msg_offset, key, value, ts, codec, ref FROM messages "
                     "WHERE topic_id = ? AND part = ? AND msg_offset >= ? "
                     "ORDER BY msg_offset LIMIT ?",
                     (topic_id, part, offset, remaining),
@@ -236,12 +300,13 @@ def end_offsets(conn: sqlite3.Connection, topic_id: int) -> dict[int, int]:
 def commit(
     conn: sqlite3.Connection, group: str, topic_id: int, offsets: dict[int, int],
     appends: Sequence[PartitionedBatch], compress: bool = True,
+    refs: ValueRefs | None = None,
 ) -> None:
     """Append records (dead letters, replays) and store offsets in one transaction."""
     now = time.time()
-    with write_txn(conn):
+    with _txn(conn, refs):
         for append_topic, records in appends:
-            append_rows(conn, append_topic, records, now, compress)
+            append_rows(conn, append_topic, records, now, compress, refs)
         conn.executemany(
             "INSERT INTO group_offsets (grp, topic_id, part, next_offset, updated_at) "
             "VALUES (?, ?, ?, ?, ?) ON CONFLICT (grp, topic_id, part) DO UPDATE SET "

@@ -113,6 +113,7 @@ async def write_annotation(
     post = ctx.payload.post
     annotation = annotation_of(ctx, producer=producer, version=version,
                                policy_version=policy_version)
+    codec.require_finite(annotation)  # a NaN is the model's failure, not a null on disk
     await store.upsert([annotation])
     labels = set(annotation.labels)
     if records is not None and labels & rules.post_flags:
