@@ -25,12 +25,20 @@ from grebe.inference.minilm import MiniLMModel
 from grebe.inference.minilm_quant import QUANTIZED_NAME as MODEL_NAME
 
 CHUNK = 1024
+TRAIN_PASS = 16  # texts per encoder pass when the training vectors were made
+SERVING_PASS = 1  # the flows embed one text a pass
 DEFAULT_CORPORA = Path.home() / ".cache" / "grebe" / "corpora"
 
 
 class EmbeddingCache:
-    def __init__(self, root: Path, model_name: str = MODEL_NAME) -> None:
-        self.dir = root / "embeddings" / model_name
+    def __init__(self, root: Path, model_name: str = MODEL_NAME,
+                 run_batch_size: int = TRAIN_PASS) -> None:
+        # Vectors made one text a pass (as the flows serve) differ slightly from those
+        # made in passes of 16 (the encoder's per-pass scale), so each pass size keeps
+        # its own directory and a reader says which it wants.
+        suffix = "" if run_batch_size == TRAIN_PASS else f"-pass{run_batch_size}"
+        self.dir = root / "embeddings" / f"{model_name}{suffix}"
+        self.run_batch_size = run_batch_size
         self.dir.mkdir(parents=True, exist_ok=True)
         self.vectors: dict[str, np.ndarray] = {}
         for path in sorted(self.dir.glob("chunk-*.npz")):
@@ -44,7 +52,7 @@ class EmbeddingCache:
         if not missing:
             return
         if self._model is None:
-            self._model = MiniLMModel(run_batch_size=16, quantize=True)
+            self._model = MiniLMModel(run_batch_size=self.run_batch_size, quantize=True)
         started = time.perf_counter()
         for start in range(0, len(missing), CHUNK):
             chunk = missing[start : start + CHUNK]
