@@ -136,7 +136,7 @@ def build_nsfw(config: InferenceConfig) -> ImageClassifier | None:
         return None
     from grebe.inference.nsfw import OpenNSFWClassifier
 
-    return OpenNSFWClassifier(cfg.model_path)
+    return OpenNSFWClassifier(cfg.model_path, intra_op_threads=cfg.intra_op_threads)
 
 
 def build_language_id(config: InferenceConfig) -> TextClassifier | None:

@@ -162,6 +162,10 @@ class OCRConfig(Section):
 class NSFWConfig(Section):
     backend: Literal["open_nsfw", "none"] = "open_nsfw"
     model_path: Path | None = None
+    # ONNX Runtime intra-op threads. One: the media stages already run several images at
+    # once, and ORT's default (a thread per core, spinning while it waits) cost 45 ms CPU
+    # a frame against 27 ms with one thread (bench/media_profile.py, docs/media.md).
+    intra_op_threads: int | None = Field(default=1, ge=1)
 
 
 class SpamHeadConfig(Section):
