@@ -141,3 +141,20 @@ async def test_cancelling_kills_the_child(bunny: Path, tmp_path: Path) -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert _sandbox_children() == []
+
+
+def test_the_child_imports_the_decoders_and_not_the_parents_side() -> None:
+    """One child starts per video: its imports are paid once a video. It ran the parent's
+    module (asyncio and all, ~30 ms CPU of each child); now a module of its own."""
+    import subprocess
+    import sys
+
+    from grebe.media import video_sandbox
+
+    probe = (f"import runpy, sys; sys.argv = ['x', '{{}}']\n"
+             f"try: runpy.run_module('{video_sandbox.CHILD_MODULE}', run_name='not_main')\n"
+             "finally: print(sorted(m for m in ('asyncio', 'av', 'pydantic', 'numpy') "
+             "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert out.stdout.strip() == "[]"  # nothing heavy at import; `av` only once limited
