@@ -91,6 +91,9 @@ def run_scan(clips: list[Clip], work: Path, max_s: float) -> dict:
     tempfile.tempdir = None
     frames = sum(r.frames for r in done)
     errors = [f"{Path(r.url).name}: {r.error}" for r in done if r.error]
+    # A model that failed on an item (tesseract, NSFW) is a warning, not an error: count
+    # them too, or a run whose OCR failed throughout would read as clean.
+    warnings = [f"{Path(r.url).name}: {w}" for r in done for w in r.warnings]
     return {
         "stages": result.stages, "models": result.models, "timed_out": result.timed_out,
         "groups": len(result.groups), "videos": len(done), "stopped": stopped,
@@ -99,6 +102,7 @@ def run_scan(clips: list[Clip], work: Path, max_s: float) -> dict:
         "cpu_s_per_video": cpu / len(done) if done else None,
         "transcribed": sum(1 for r in done if r.transcript),
         "errors": errors[:5], "error_count": len(errors),
+        "warnings": warnings[:5], "warning_count": len(warnings),
         "peak_rss_mb": rss, "rss_timeline": timeline.points, "peak_workdirs": watch.peak_dirs,
         "workdirs_left": count_workdirs(work), "load": f"{load_before} -> {load_average()}",
         "done": sorted(Path(r.url).name for r in done),
@@ -276,10 +280,13 @@ def print_scan(scanned: dict, raw: dict) -> None:
           f"{scanned['frames_per_s']:.1f} frames/s ({scanned['frames']} frames)"
           + (f", CPU {cpu:.2f} s per video" if cpu else "")
           + f"; {scanned['transcribed']} transcribed, {scanned['error_count']} errors, "
+          f"{scanned['warning_count']} model warnings, "
           f"{scanned['stopped']} stopped at the cap, {scanned['groups']} near-duplicate groups;"
           f" load average {scanned['load']}; models {scanned['models']}")
     for line in scanned["errors"]:
         print(f"    error: {line}")
+    for line in scanned["warnings"]:
+        print(f"    warning: {line}")
     _print_stages(scanned["stages"])
     print("    peak RSS MB: " + _rss(scanned["peak_rss_mb"]))
     _print_timeline(scanned["rss_timeline"], "bench")
