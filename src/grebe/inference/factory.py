@@ -118,6 +118,7 @@ def build_transcriber(config: InferenceConfig) -> Transcriber | None:
         language=cfg.language,
         beam_size=cfg.beam_size,
         num_workers=cfg.num_workers,
+        cpu_threads=cfg.cpu_threads or None,
     )
 
 
