@@ -57,6 +57,7 @@ from grebe.media.video import sample_frames
 
 GREBE = str(Path(sys.executable).parent / "grebe")
 FLOWS = ["post_safety", "mm_emb_v5"]
+STOP_GRACE_S = 60  # `grebe run` stopped at the cap gets this long to exit before SIGKILL
 
 
 # --- (a) the scan, and the raw decode beside it ---
@@ -185,7 +186,7 @@ def run_flows(clips: list[Clip], clip_dir: Path, work: Path, max_s: float,
     watch = Watch(proc.pid, work, "dispatcher")
     timeline = Timeline(max(1, len(clips) // TIMELINE_POINTS), watch, started)
     first = None
-    timed_out = False
+    timed_out = hung = False
     seen = 0
     while proc.poll() is None:
         count = annotated(data_dir)
@@ -197,7 +198,12 @@ def run_flows(clips: list[Clip], clip_dir: Path, work: Path, max_s: float,
         if time.monotonic() - started > max_s:
             timed_out = True
             proc.terminate()
-            proc.wait(60)
+            try:
+                proc.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:  # it hung: say so, kill it, still report
+                hung = True
+                proc.kill()
+                proc.wait()
             break
         time.sleep(0.5)
     wall = time.monotonic() - started
@@ -221,7 +227,8 @@ def run_flows(clips: list[Clip], clip_dir: Path, work: Path, max_s: float,
             "cpu_s_per_video": cpu / posts if posts else None,
             "peak_rss_mb": rss, "rss_timeline": timeline.points,
             "peak_workdirs": watch.peak_dirs, "workdirs_left": count_workdirs(work),
-            "load": f"{load_before} -> {load_average()}", "engines": engines}
+            "load": f"{load_before} -> {load_average()}", "engines": engines,
+            "hung_at_stop": hung}
 
 
 def workdir_bound(pipeline: PipelineConfig) -> int:
@@ -308,6 +315,8 @@ def print_flows(flows: dict) -> None:
              if steady else "")
           + (f"; CPU {flows['cpu_s_per_video']:.2f} s per video" if flows['cpu_s_per_video']
              else "") + f"; load average {flows['load']}")
+    if flows["hung_at_stop"]:
+        print(f"    grebe run did not exit within {STOP_GRACE_S} s of SIGTERM: killed")
     print("    peak RSS MB: " + _rss(flows["peak_rss_mb"]))
     _print_timeline(flows["rss_timeline"], "dispatcher")
     print(f"    per-item temp dirs: peak {flows['peak_workdirs']} live, "
@@ -383,6 +392,8 @@ def main() -> None:
             print_flows(flows)
             engines = max(1, args.engine_processes)  # one pipeline per engine process
             problems += check_workdirs("flows", flows, engines * bound)
+            if flows["hung_at_stop"]:
+                problems.append("flows: grebe run hung after SIGTERM and was killed")
             figures["flows"] = flows
         if args.json:
             print(json.dumps(figures, indent=2, default=str))
