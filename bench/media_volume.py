@@ -57,6 +57,7 @@ from grebe.media.video import sample_frames
 
 GREBE = str(Path(sys.executable).parent / "grebe")
 FLOWS = ["post_safety", "mm_emb_v5"]
+STOP_GRACE_S = 60  # `grebe run` stopped at the cap gets this long to exit before SIGKILL
 
 
 # --- (a) the scan, and the raw decode beside it ---
@@ -91,6 +92,9 @@ def run_scan(clips: list[Clip], work: Path, max_s: float) -> dict:
     tempfile.tempdir = None
     frames = sum(r.frames for r in done)
     errors = [f"{Path(r.url).name}: {r.error}" for r in done if r.error]
+    # A model that failed on an item (tesseract, NSFW) is a warning, not an error: count
+    # them too, or a run whose OCR failed throughout would read as clean.
+    warnings = [f"{Path(r.url).name}: {w}" for r in done for w in r.warnings]
     return {
         "stages": result.stages, "models": result.models, "timed_out": result.timed_out,
         "groups": len(result.groups), "videos": len(done), "stopped": stopped,
@@ -99,6 +103,7 @@ def run_scan(clips: list[Clip], work: Path, max_s: float) -> dict:
         "cpu_s_per_video": cpu / len(done) if done else None,
         "transcribed": sum(1 for r in done if r.transcript),
         "errors": errors[:5], "error_count": len(errors),
+        "warnings": warnings[:5], "warning_count": len(warnings),
         "peak_rss_mb": rss, "rss_timeline": timeline.points, "peak_workdirs": watch.peak_dirs,
         "workdirs_left": count_workdirs(work), "load": f"{load_before} -> {load_average()}",
         "done": sorted(Path(r.url).name for r in done),
@@ -181,7 +186,7 @@ def run_flows(clips: list[Clip], clip_dir: Path, work: Path, max_s: float,
     watch = Watch(proc.pid, work, "dispatcher")
     timeline = Timeline(max(1, len(clips) // TIMELINE_POINTS), watch, started)
     first = None
-    timed_out = False
+    timed_out = hung = False
     seen = 0
     while proc.poll() is None:
         count = annotated(data_dir)
@@ -193,7 +198,12 @@ def run_flows(clips: list[Clip], clip_dir: Path, work: Path, max_s: float,
         if time.monotonic() - started > max_s:
             timed_out = True
             proc.terminate()
-            proc.wait(60)
+            try:
+                proc.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:  # it hung: say so, kill it, still report
+                hung = True
+                proc.kill()
+                proc.wait()
             break
         time.sleep(0.5)
     wall = time.monotonic() - started
@@ -217,7 +227,8 @@ def run_flows(clips: list[Clip], clip_dir: Path, work: Path, max_s: float,
             "cpu_s_per_video": cpu / posts if posts else None,
             "peak_rss_mb": rss, "rss_timeline": timeline.points,
             "peak_workdirs": watch.peak_dirs, "workdirs_left": count_workdirs(work),
-            "load": f"{load_before} -> {load_average()}", "engines": engines}
+            "load": f"{load_before} -> {load_average()}", "engines": engines,
+            "hung_at_stop": hung}
 
 
 def workdir_bound(pipeline: PipelineConfig) -> int:
@@ -276,10 +287,13 @@ def print_scan(scanned: dict, raw: dict) -> None:
           f"{scanned['frames_per_s']:.1f} frames/s ({scanned['frames']} frames)"
           + (f", CPU {cpu:.2f} s per video" if cpu else "")
           + f"; {scanned['transcribed']} transcribed, {scanned['error_count']} errors, "
+          f"{scanned['warning_count']} model warnings, "
           f"{scanned['stopped']} stopped at the cap, {scanned['groups']} near-duplicate groups;"
           f" load average {scanned['load']}; models {scanned['models']}")
     for line in scanned["errors"]:
         print(f"    error: {line}")
+    for line in scanned["warnings"]:
+        print(f"    warning: {line}")
     _print_stages(scanned["stages"])
     print("    peak RSS MB: " + _rss(scanned["peak_rss_mb"]))
     _print_timeline(scanned["rss_timeline"], "bench")
@@ -301,6 +315,8 @@ def print_flows(flows: dict) -> None:
              if steady else "")
           + (f"; CPU {flows['cpu_s_per_video']:.2f} s per video" if flows['cpu_s_per_video']
              else "") + f"; load average {flows['load']}")
+    if flows["hung_at_stop"]:
+        print(f"    grebe run did not exit within {STOP_GRACE_S} s of SIGTERM: killed")
     print("    peak RSS MB: " + _rss(flows["peak_rss_mb"]))
     _print_timeline(flows["rss_timeline"], "dispatcher")
     print(f"    per-item temp dirs: peak {flows['peak_workdirs']} live, "
@@ -376,6 +392,8 @@ def main() -> None:
             print_flows(flows)
             engines = max(1, args.engine_processes)  # one pipeline per engine process
             problems += check_workdirs("flows", flows, engines * bound)
+            if flows["hung_at_stop"]:
+                problems.append("flows: grebe run hung after SIGTERM and was killed")
             figures["flows"] = flows
         if args.json:
             print(json.dumps(figures, indent=2, default=str))

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import procstat
 
+from grebe.media.video_sandbox import CHILD_MODULE
+
 WORK_PREFIX = "grebe-media-"  # the pipeline's per-item directories (pipeline._download)
 TIMELINE_POINTS = 10  # RSS samples over a phase, at every tenth of the items
 
@@ -103,7 +105,7 @@ def _role(cmdline: str, parent: str) -> str:
     """`parent/what`: what = decode (the sandboxed decoding child), process (a spawned
     Python process: an engine under the dispatcher, an ASR worker), or the program."""
     argv = cmdline.split()
-    if "grebe.media.video_sandbox" in argv:
+    if CHILD_MODULE in argv:
         what = "decode"
     elif "multiprocessing" in cmdline or (argv and "python" in Path(argv[0]).name):
         what = "process"

@@ -119,3 +119,14 @@ async def test_built_backends_start_and_stop() -> None:
 def test_invalid_sections_are_config_errors(section: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_config(inference=section)
+
+
+def test_the_whisper_transcriber_runs_one_thread_unless_told() -> None:
+    """In-process Whisper (the flows' media ASR) shares the cores with the media stages:
+    one CTranslate2 thread by default; 0 splits the cores between its workers as before."""
+    from grebe.inference.whisper import WhisperTranscriber
+
+    default = build_transcriber(InferenceConfig())
+    assert isinstance(default, WhisperTranscriber) and default.cpu_threads == 1
+    split = build_transcriber(InferenceConfig.model_validate({"transcriber": {"cpu_threads": 0}}))
+    assert isinstance(split, WhisperTranscriber) and split.cpu_threads >= 1

@@ -47,3 +47,20 @@ async def test_safe_photos_score_low_from_paths_and_arrays(tmp_path: Path) -> No
         assert 0.0 <= scores[NSFW] < 0.2
     for a, b in zip(by_path, by_array, strict=True):
         assert a[NSFW] == pytest.approx(b[NSFW], abs=1e-4)
+
+
+async def test_the_configured_classifier_runs_one_onnx_thread() -> None:
+    """The default config builds open-nsfw with one ONNX Runtime intra-op thread: ORT's
+    own default (a spinning thread per core) cost ~1.6x the CPU per frame, and the media
+    stages already score several items at once."""
+    from grebe.inference.factory import build_nsfw
+    from grebe.inference.settings import InferenceConfig
+
+    model = build_nsfw(InferenceConfig())
+    assert isinstance(model, OpenNSFWClassifier)
+    await model.start()
+    try:
+        session = model._classifier._session
+        assert session.get_session_options().intra_op_num_threads == 1
+    finally:
+        await model.stop()

@@ -213,3 +213,10 @@ async def test_real_whisper_timeout_stops_the_worker_job(tmp_path: Path) -> None
         assert result.elapsed_s < 15  # stopped at a segment boundary, not after 2 min
     finally:
         await asr.stop()
+
+
+def test_workers_run_whisper_on_one_thread_by_default() -> None:
+    """An ASR worker shares the cores with decoding and classification: CTranslate2's
+    default of 4 OpenMP threads (spinning when idle) cost ~15% more CPU per clip."""
+    assert ASRProcessor().settings.cpu_threads == 1
+    assert ASRProcessor(ASRConfig(cpu_threads=0)).settings.cpu_threads == 0

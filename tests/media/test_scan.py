@@ -89,7 +89,7 @@ class _StallingOCR:
     name = "stalling-ocr"
 
     async def read_text(self, image: object) -> str:
-        if Path(str(image)).name == "view.png":
+        if Path(str(image)).stem == "view":
             return ""
         await asyncio.Event().wait()
         return ""

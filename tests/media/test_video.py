@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import wave
 from pathlib import Path
 
@@ -103,3 +104,58 @@ def test_truncated_video_is_a_clean_error(bunny: Path, tmp_path: Path) -> None:
     path.write_bytes(bunny.read_bytes()[: bunny.stat().st_size // 2])
     with pytest.raises(MediaError, match="cannot open video"):
         sample_frames(path, 4, max_side=64)
+
+
+class _CountingContainer:
+    """A PyAV container whose decode() counts the frames the decoder produced."""
+
+    def __init__(self, container: object, counter: list[int]) -> None:
+        self._container, self._counter = container, counter
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._container, name)
+
+    def decode(self, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        for frame in self._container.decode(*args, **kwargs):  # type: ignore[attr-defined]
+            self._counter[0] += 1
+            yield frame
+
+
+def test_one_keyframe_clip_is_not_decoded_again_for_every_sample(
+        photo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clip whose only keyframe is its first (x264's default GOP of 250 frames is 25 s
+    at 10 fps): each seek lands back on frame 0, so seeking to every sample decoded the
+    clip's start over and over (~4x its frames for 8 samples). Once a seek is seen to
+    land behind where decoding already was, sampling decodes straight through; the
+    frames chosen are the same."""
+    import av
+
+    from grebe.media import video
+
+    clip = tmp_path / "one-keyframe.mp4"
+    subprocess.run(
+        ["ffmpeg", "-nostdin", "-loglevel", "error", "-y", "-loop", "1", "-framerate", "10",
+         "-i", str(photo), "-t", "10", "-vf", "crop=iw/2:ih/2:(iw/2)*t/10:0,scale=128:-2",
+         "-c:v", "libx264", "-preset", "ultrafast", "-g", "1000", "-pix_fmt", "yuv420p",
+         str(clip)], check=True, timeout=120)
+    with av.open(str(clip)) as container:
+        keyframes = sum(1 for p in container.demux(video=0) if p.is_keyframe)
+    with av.open(str(clip)) as container:
+        total = sum(1 for _ in container.decode(video=0))
+    assert (total, keyframes) == (100, 1)
+    counter = [0]
+    opened = video._open
+    monkeypatch.setattr(video, "_open", lambda *a, **k: _CountingContainer(opened(*a, **k),
+                                                                            counter))
+    frames = sample_frames(clip, 8, max_side=128)
+    assert counter[0] <= total * 1.5, f"decoded {counter[0]} frames of a {total}-frame clip"
+    monkeypatch.undo()
+    targets = sample_times(probe(clip).duration_s, 8)
+    expected: list[tuple[float, np.ndarray]] = []
+    with av.open(str(clip)) as container:
+        for frame in container.decode(video=0):
+            if len(expected) < len(targets) and frame.time >= targets[len(expected)] - 1e-6:
+                expected.append((float(frame.time), frame.to_ndarray(format="rgb24")))
+    assert [f.time_s for f in frames] == [t for t, _ in expected]
+    for sample, (_, rgb) in zip(frames, expected, strict=True):
+        assert np.array_equal(rgb, sample.rgb)

@@ -105,8 +105,23 @@ async def test_a_normal_video_decodes_in_the_child(bunny: Path, tmp_path: Path) 
     assert decoded.has_video and decoded.has_audio and (decoded.width, decoded.height) == (
         1280, 720)
     assert 5.0 < decoded.duration_s < 5.6
-    assert [p.name for p in decoded.frames] == [f"frame-{i:03d}.png" for i in range(3)]
+    assert [p.name for p in decoded.frames] == [f"frame-{i:03d}.bmp" for i in range(3)]
     assert _names(tmp_path) == [p.name for p in decoded.frames]
+
+
+async def test_frames_are_written_uncompressed(bunny: Path, tmp_path: Path) -> None:
+    """Scratch frames are read three times (NSFW, OCR, dedup) and removed with the item:
+    compressing them (PNG) cost more CPU than any reader saved; BMP holds the same pixels."""
+    from PIL import Image
+
+    from grebe.media.video import sample_frames
+
+    decoded = await decode_video(bunny, tmp_path, VideoConfig(frames=3, frame_max_side=96))
+    direct = sample_frames(bunny, 3, max_side=96)
+    for path, frame in zip(decoded.frames, direct, strict=True):
+        with Image.open(path) as image:
+            assert image.format == "BMP" and image.mode == "RGB"
+            assert image.tobytes() == frame.rgb.tobytes()
 
 
 async def test_probe_and_decode_timeouts_are_enforced(bunny: Path, tmp_path: Path) -> None:
@@ -126,3 +141,20 @@ async def test_cancelling_kills_the_child(bunny: Path, tmp_path: Path) -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert _sandbox_children() == []
+
+
+def test_the_child_imports_the_decoders_and_not_the_parents_side() -> None:
+    """One child starts per video: its imports are paid once a video. It ran the parent's
+    module (asyncio and all, ~30 ms CPU of each child); now a module of its own."""
+    import subprocess
+    import sys
+
+    from grebe.media import video_sandbox
+
+    probe = (f"import runpy, sys; sys.argv = ['x', '{{}}']\n"
+             f"try: runpy.run_module('{video_sandbox.CHILD_MODULE}', run_name='not_main')\n"
+             "finally: print(sorted(m for m in ('asyncio', 'av', 'pydantic', 'numpy') "
+             "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert out.stdout.strip() == "[]"  # nothing heavy at import; `av` only once limited

@@ -118,6 +118,7 @@ def build_transcriber(config: InferenceConfig) -> Transcriber | None:
         language=cfg.language,
         beam_size=cfg.beam_size,
         num_workers=cfg.num_workers,
+        cpu_threads=cfg.cpu_threads or None,
     )
 
 
@@ -136,7 +137,7 @@ def build_nsfw(config: InferenceConfig) -> ImageClassifier | None:
         return None
     from grebe.inference.nsfw import OpenNSFWClassifier
 
-    return OpenNSFWClassifier(cfg.model_path)
+    return OpenNSFWClassifier(cfg.model_path, intra_op_threads=cfg.intra_op_threads)
 
 
 def build_language_id(config: InferenceConfig) -> TextClassifier | None:

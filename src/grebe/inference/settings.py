@@ -36,7 +36,7 @@ inference:
     fallbacks:                 # tried in order when the primary fails or is open
       - {base_url: http://127.0.0.1:11434/v1, model: llama3.2}   # same keys as chat's
   transcriber: {backend: whisper, model_dir: null, language: null, beam_size: 5,
-                num_workers: 1}                  # backend: whisper | openai | none
+                num_workers: 1, cpu_threads: 1}  # backend: whisper | openai | none
   # openai: {backend: openai, base_url: http://127.0.0.1:8000/v1, model: whisper-1,
   #          api_key_env: null, timeout_s: 60, max_attempts: 3, response_format: verbose_json}
   ocr: {backend: tesseract, languages: eng, timeout_s: 20}   # tesseract | none
@@ -140,6 +140,10 @@ class TranscriberConfig(Section):
     language: str | None = None
     beam_size: int = Field(default=5, ge=1)
     num_workers: int = Field(default=1, ge=1)
+    # CTranslate2 threads per worker; 0: the cores split between the workers. One: the
+    # media stages (decode, NSFW, OCR) share the cores, and idle OpenMP threads spin
+    # (698 -> 596 ms CPU per speech clip of the media bench; docs/media.md).
+    cpu_threads: int = Field(default=1, ge=0)
     # openai: POST {base_url}/audio/transcriptions (multipart), the model by name
     base_url: str | None = None
     model: str | None = None
@@ -162,6 +166,10 @@ class OCRConfig(Section):
 class NSFWConfig(Section):
     backend: Literal["open_nsfw", "none"] = "open_nsfw"
     model_path: Path | None = None
+    # ONNX Runtime intra-op threads. One: the media stages already run several images at
+    # once, and ORT's default (a thread per core, spinning while it waits) cost 45 ms CPU
+    # a frame against 27 ms with one thread (bench/media_profile.py, docs/media.md).
+    intra_op_threads: int | None = Field(default=1, ge=1)
 
 
 class SpamHeadConfig(Section):

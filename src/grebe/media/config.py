@@ -63,7 +63,10 @@ class ASRConfig(Section):
     workers: int = Field(default=1, ge=1)  # worker processes, one model each
     model_path: Path | None = None  # a CTranslate2 Whisper dir; default: packaged tiny.en
     compute_type: str = "int8"
-    cpu_threads: int = Field(default=0, ge=0)  # per worker; 0: CTranslate2's default
+    # Per worker; 0: CTranslate2's default (4). One: the worker shares the cores with the
+    # decode and classify stages, and idle OpenMP threads spin: 698 -> 596 ms CPU per
+    # speech clip of the media bench (bench/media_profile.py, docs/media.md).
+    cpu_threads: int = Field(default=1, ge=0)
     beam_size: int = Field(default=1, ge=1)
     language: str | None = None  # None: detect (multilingual models)
     timeout_s: float = Field(default=120.0, gt=0)

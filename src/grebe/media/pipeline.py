@@ -36,7 +36,7 @@ from grebe.media.dedup import HashEntry, NearDuplicateIndex, perceptual_hash
 from grebe.media.fetch import FetchedMedia, MediaFetcher
 from grebe.media.image import decode_image
 from grebe.media.metrics import MediaMetrics, StageStats
-from grebe.media.video_sandbox import FRAME_PNG_LEVEL, decode_video
+from grebe.media.video_sandbox import FRAME_FORMAT, FRAME_SUFFIX, decode_video
 from grebe.types import Post
 
 log = logging.getLogger(__name__)
@@ -384,8 +384,8 @@ class MediaPipeline:
         decoded = decode_image(job.fetched.path, max_pixels=cfg.max_pixels,
                                max_side=cfg.view_max_side,
                                max_decoded_bytes=cfg.max_decoded_bytes)
-        view = job.workdir / "view.png"
-        Image.fromarray(decoded.rgb).save(view, compress_level=FRAME_PNG_LEVEL)
+        view = job.workdir / f"view{FRAME_SUFFIX}"
+        Image.fromarray(decoded.rgb).save(view, format=FRAME_FORMAT)
         job.views = [view]
         job.report.width, job.report.height = decoded.width, decoded.height
 

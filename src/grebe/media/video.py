@@ -231,13 +231,24 @@ def _sample(path: str | Path, count: int, max_side: int, max_frame_pixels: int |
         out: list[tuple[int, float, T]] = []
         frames = None
         position = -1.0
+        seek_gap = _SEEK_GAP_S
         for index, target in enumerate(targets):
-            if frames is None or target - position > _SEEK_GAP_S:
+            sought_from = None
+            if frames is None or target - position > seek_gap:
                 container.seek(int(target / time_base), stream=stream, backward=True)
                 frames = container.decode(stream)
+                sought_from = position
             chosen = None
             for frame in frames:
                 position = float(frame.time) if frame.time is not None else position
+                if sought_from is not None:
+                    # The keyframe a seek lands on is before its target. At or before
+                    # where decoding already was, the seek only made the decoder do the
+                    # frames again (a clip with one keyframe: every sample decoded from
+                    # 0). Keyframes are at least this far apart here: seek only past it.
+                    if 0 <= position <= sought_from:
+                        seek_gap = max(seek_gap, target - position)
+                    sought_from = None
                 chosen = frame
                 if position >= target - 1e-6:
                     break

@@ -12,7 +12,7 @@ Each video is therefore opened, vetted and sampled by a short-lived child proces
   caps, and `video.decode_timeout_s` to start (a busy host starts interpreters slowly)
   and to sample the frames; it kills it past either, or when the caller gives up.
 
-The child writes the sampled frames as PNGs into the item's work dir and reports on
+The child writes the sampled frames as BMP files into the item's work dir and reports on
 stdout, one JSON object a line: ready (limit set, decoders imported), the probe (or an
 error), then the frame files.
 """
@@ -23,30 +23,32 @@ import asyncio
 import contextlib
 import json
 import os
-import resource
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grebe.errors import MediaError, MediaTooLargeError
+from grebe.media.video_sandbox_child import FRAME_FORMAT, FRAME_SUFFIX
 
-if TYPE_CHECKING:  # the child imports this module: keep its start light (no pydantic)
+__all__ = ["FRAME_FORMAT", "FRAME_SUFFIX", "DecodedVideo", "decode_video"]
+
+if TYPE_CHECKING:  # pydantic is not needed to decode: the config is read by the caller
     from grebe.media.config import VideoConfig
 
 #: Environment for the child: one thread for BLAS and few malloc arenas, because every
 #: thread's arena and stack counts against the address-space limit.
 _CHILD_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2"}
-DECODER_THREADS = 2
-#: The frames are scratch files read once by the models: fast zlib halves sampling time.
-FRAME_PNG_LEVEL = 1
+#: What the child runs: a module of its own, so its interpreter imports the decoders and
+#: nothing of the parent's side (asyncio alone was ~30 ms CPU of every video's child).
+CHILD_MODULE = "grebe.media.video_sandbox_child"
 _LOG_NAME = "decode.log"
 _MIB = 1024 * 1024
 
 
 @dataclass(frozen=True)
 class DecodedVideo:
-    """What the child found: stream facts and the sampled frames' PNG files."""
+    """What the child found: stream facts and the sampled frames' image files."""
 
     duration_s: float
     width: int
@@ -72,7 +74,7 @@ async def decode_video(path: Path, workdir: Path, config: VideoConfig) -> Decode
     log_path = workdir / _LOG_NAME
     with log_path.open("wb") as log:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", __name__, json.dumps(request),
+            sys.executable, "-m", CHILD_MODULE, json.dumps(request),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=log,
             env={**os.environ, **_CHILD_ENV},
         )
@@ -146,60 +148,3 @@ def _parse(line: bytes, proc: asyncio.subprocess.Process, path: Path, config: Vi
 def _over_memory(path: Path, config: VideoConfig) -> str:
     return (f"decoding {path} needed more than {config.decode_memory_mb} MiB "
             "(video.decode_memory_mb): treated as a decompression bomb")
-
-
-# --- the child ---
-
-def _emit(message: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
-
-
-def _out_of_memory(exc: BaseException) -> bool:
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, MemoryError) or "Cannot allocate memory" in str(seen):
-            return True
-        seen = seen.__cause__
-    return False
-
-
-def child_main(raw: str) -> int:
-    """Run in the child: limit memory first, then probe, vet, sample and save."""
-    request = json.loads(raw)
-    limit = int(request["memory_bytes"])
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    try:
-        from grebe.media import video
-
-        _emit({"ready": True})
-        path, workdir = Path(request["path"]), Path(request["workdir"])
-        limits = video.FrameLimits(**request["limits"])
-        # First the container's own metadata, nothing decoded; then opened with decoders
-        # (which may decode a frame, under the memory limit) and checked again, because
-        # a bitstream can contradict its container and only decoding shows the format.
-        video.check_limits(video.probe(path, decoders=False), limits, path)
-        info = video.probe(path)
-        video.check_limits(info, limits, path)
-        _emit({"probe": asdict(info)})
-        if info.has_video:
-            frames = video.sample_images(
-                path, int(request["frames"]), max_side=int(request["max_side"]),
-                max_frame_pixels=limits.max_frame_pixels, threads=DECODER_THREADS)
-            files = []
-            for index, _time_s, image in frames:
-                out = workdir / f"frame-{index:03d}.png"
-                image.save(out, compress_level=FRAME_PNG_LEVEL)
-                files.append(str(out))
-            _emit({"frames": files})
-    except MediaTooLargeError as exc:
-        _emit({"error": str(exc), "too_large": True})
-    except MediaError as exc:
-        _emit({"error": str(exc), "memory": _out_of_memory(exc)})
-    except MemoryError:
-        _emit({"error": "out of memory", "memory": True})
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(child_main(sys.argv[1]))
