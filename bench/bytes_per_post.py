@@ -51,7 +51,7 @@ def run(n: int, keep: Path | None) -> dict:
                    env=realflows.CHILD_ENV)
     wall = time.time() - started
     realflows.checkpoint(data_dir)
-    on_disk = sum(realflows._size(f) for f in data_dir.glob("*.db*"))
+    on_disk = sum(realflows._size(f) for f in realflows.data_files(data_dir))
     figures = {
         "posts": n, "wall_s": wall, "bytes_per_post": on_disk / n,
         "split": realflows.disk_split(data_dir, n),

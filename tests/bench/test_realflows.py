@@ -47,3 +47,21 @@ def test_peak_rss_survives_the_process_exit() -> None:
         watch.stop()
         child.wait()
     assert watch.peak_kb[child.pid] >= 64 << 10
+
+
+def test_bytes_on_disk_count_each_database_and_its_wal_but_not_the_wal_index(
+    tmp_path: Path,
+) -> None:
+    """The WAL index (`-shm`) is a fixed scratch file, not data: counted, it read as ~55
+    bytes a post over 600 posts."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import realflows
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    for name, size in (("annotations.db", 8192), ("annotations.db-wal", 1000),
+                       ("annotations.db-shm", 32768), ("posts.db", 4096)):
+        (tmp_path / name).write_bytes(b"\0" * size)
+    files = sorted(f.name for f in realflows.data_files(tmp_path))
+    assert files == ["annotations.db", "annotations.db-wal", "posts.db"]
+    assert realflows.disk_split(tmp_path, 1)["annotations"] == 9192
