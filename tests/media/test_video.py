@@ -41,17 +41,24 @@ def test_frames_are_evenly_spaced_and_deterministic(silent_clip: Path) -> None:
     assert not np.array_equal(first[0].rgb, first[-1].rgb)  # the clip moves
 
 
-def test_frames_match_sequential_decode(bunny: Path) -> None:
-    """Seeking must pick the very frame that decoding straight through would pick."""
+def _decoded_straight_through(path: Path, count: int) -> list[tuple[float, np.ndarray]]:
+    """The frames `sample_frames` should pick, found by decoding every frame in order."""
     import av
 
-    frames = sample_frames(bunny, 4, max_side=1280)
-    targets = sample_times(probe(bunny).duration_s, 4)
+    targets = sample_times(probe(path).duration_s, count)
     expected: list[tuple[float, np.ndarray]] = []
-    with av.open(str(bunny)) as container:
+    with av.open(str(path)) as container:
         for frame in container.decode(video=0):
             if len(expected) < len(targets) and frame.time >= targets[len(expected)] - 1e-6:
                 expected.append((float(frame.time), frame.to_ndarray(format="rgb24")))
+    return expected
+
+
+def test_frames_match_sequential_decode(bunny: Path) -> None:
+    """Seeking must pick the very frame that decoding straight through would pick."""
+
+    frames = sample_frames(bunny, 4, max_side=1280)
+    expected = _decoded_straight_through(bunny, 4)
     assert len(expected) == len(frames) == 4
     for sample, (time, rgb) in zip(frames, expected, strict=True):
         assert time == sample.time_s
@@ -150,12 +157,7 @@ def test_one_keyframe_clip_is_not_decoded_again_for_every_sample(
     frames = sample_frames(clip, 8, max_side=128)
     assert counter[0] <= total * 1.5, f"decoded {counter[0]} frames of a {total}-frame clip"
     monkeypatch.undo()
-    targets = sample_times(probe(clip).duration_s, 8)
-    expected: list[tuple[float, np.ndarray]] = []
-    with av.open(str(clip)) as container:
-        for frame in container.decode(video=0):
-            if len(expected) < len(targets) and frame.time >= targets[len(expected)] - 1e-6:
-                expected.append((float(frame.time), frame.to_ndarray(format="rgb24")))
+    expected = _decoded_straight_through(clip, 8)
     assert [f.time_s for f in frames] == [t for t, _ in expected]
     for sample, (_, rgb) in zip(frames, expected, strict=True):
         assert np.array_equal(rgb, sample.rgb)
