@@ -44,10 +44,11 @@ def factory_bundle(config: GrebeConfig) -> PlanBundle:
 def build_bundle(config: GrebeConfig) -> PlanBundle:
     """Build the configured bundle; plans that use the default task time limit get
     `engine.task_timeout_s`, so the setting applies to every flow without each factory
-    passing it on."""
+    passing it on, raised to what the factory says a plan needs (`min_task_timeout_s`)."""
     bundle = factory_bundle(config)
     for plan in bundle.plans:
-        plan.apply_default_timeout(config.engine.task_timeout_s)
+        floor = bundle.min_task_timeout_s.get(plan.name, 0.0)
+        plan.apply_default_timeout(max(config.engine.task_timeout_s, floor))
     if config.tracing.enabled:  # after the timeouts: traced plans copy them
         from grebe.tracing import instrument
 

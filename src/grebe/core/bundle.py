@@ -38,6 +38,10 @@ class PlanBundle:
     # Builds the PlanMaster that runs the plans (tracing swaps in one that opens a span
     # per post); None: the plain PlanMaster.
     master_factory: Callable[..., PlanMaster] | None = None
+    # The least default task limit a plan can live with, by plan name: a plan whose tasks
+    # wait on a remote LLM needs the client's whole budget (timeout x attempts), or
+    # `engine.task_timeout_s` cancels a slow but healthy call and the post dead-letters.
+    min_task_timeout_s: dict[str, float] = field(default_factory=dict)
     _started: list[Lifecycle] = field(default_factory=list, init=False, repr=False)
 
     def master(self) -> PlanMaster:

@@ -28,6 +28,7 @@ from grebe.inference.base import Service
 if TYPE_CHECKING:
     from grebe.config import GrebeConfig
     from grebe.flows.models import FlowModels
+    from grebe.inference.settings import ChatConfig
 
 FACTORY = C.FLOWS_PLANS_FACTORY
 
@@ -122,4 +123,20 @@ def build_bundle(config: GrebeConfig) -> PlanBundle:
                         output_topic=config.output.topic, rate_limit_storage=limiter,
                         rate_limit_namespace=config.redis.namespace)
     components = lifecycles([store, producer, *models.components(), media])
-    return PlanBundle(plans=plans, services=services, components=components)
+    llm_budget = chat_budget_s(config.inference.chat)
+    floors = {p.name: llm_budget for p in plans if settings.backend(p.name) == "llm"}
+    return PlanBundle(plans=plans, services=services, components=components,
+                      min_task_timeout_s=floors)
+
+
+def chat_budget_s(chat: ChatConfig) -> float:
+    """The longest a chat call may take before the client itself gives up: each endpoint
+    (the primary, then each fallback) tried `max_attempts` times, each attempt up to its
+    `timeout_s`, with the client's longest wait between attempts (a server's Retry-After,
+    capped). A task limit below it cancels calls the client would still finish."""
+    from grebe.inference.openai_compat import BACKOFF_MAX_S, RETRY_AFTER_MAX_S
+
+    wait = max(BACKOFF_MAX_S, RETRY_AFTER_MAX_S)
+    tries = [(chat.timeout_s, chat.max_attempts)]
+    tries += [(e.timeout_s, e.max_attempts) for e in chat.fallbacks]
+    return sum(timeout * attempts + wait * (attempts - 1) for timeout, attempts in tries)

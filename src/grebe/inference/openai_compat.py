@@ -48,6 +48,9 @@ CHAT_PATH = "/chat/completions"
 RESPONSE_FORMATS = ("json_schema", "json_object", "none")
 #: At most this much of an upstream error body goes into an error (scrubbed first).
 UPSTREAM_ERROR_CHARS = 200
+#: The longest backoff between two attempts, and the most of a Retry-After honoured.
+BACKOFF_MAX_S = 5.0
+RETRY_AFTER_MAX_S = 60.0
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
 
@@ -70,7 +73,7 @@ def _retry_hook(exc: Exception) -> bool | float:
 def _retry_after(response: httpx.Response) -> float | None:
     value = response.headers.get("retry-after")
     try:
-        return min(float(value), 60.0) if value is not None else None
+        return min(float(value), RETRY_AFTER_MAX_S) if value is not None else None
     except ValueError:
         return None  # an HTTP date: fall back to our own backoff
 
@@ -92,7 +95,7 @@ class OpenAICompatClient:
         timeout_s: float = 30.0,
         max_attempts: int = 3,
         backoff_initial_s: float = 0.2,
-        backoff_max_s: float = 5.0,
+        backoff_max_s: float = BACKOFF_MAX_S,
         breaker: CircuitBreaker | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
