@@ -12,7 +12,7 @@ httptools does not). Bodies are bounded by the handlers' own read timeout
 (`body_timeout_s`), heads that arrive whole by the HeadSizeLimit middleware,
 connections by `max_connections` (503 beyond it).
 
-The parser is httptools (C, llhttp) when it is installed, else h11 (pure Python): the
+The parser is httptools (C, llhttp; a dependency), h11 (pure Python) on request: the
 feed's home endpoint is to answer 200 requests/s, and a request through h11 cost
 0.51-0.65 ms of server CPU against 0.42-0.43 through httptools (bench/feed_http.py
 --path healthz, docs/benchmarks.md).
@@ -21,7 +21,6 @@ feed's home endpoint is to answer 200 requests/s, and a request through h11 cost
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import ipaddress
 from typing import Any
 
@@ -103,19 +102,18 @@ PROTOCOLS: dict[str, type[HeaderDeadline]] = {
     "h11": HeaderTimeoutProtocol, "httptools": HttpToolsHeaderTimeoutProtocol}
 
 
-def default_parser() -> str:
-    """httptools when installed (it is a dependency; a build without it still serves)."""
-    return "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
+#: The parser unless one is asked for. This module imports both protocol classes, so a
+#: build without httptools cannot import it at all: there is no run-time fallback to make.
+DEFAULT_HTTP_PARSER = "httptools"
 
 
-def uvicorn_config(app: Any, settings: HttpGuardSettings, *, http_parser: str | None = None,
-                   **options: Any) -> uvicorn.Config:
+def uvicorn_config(app: Any, settings: HttpGuardSettings, *,
+                   http_parser: str = DEFAULT_HTTP_PARSER, **options: Any) -> uvicorn.Config:
     """A uvicorn.Config with the guard's limits (host/port or sockets come in `options`);
-    `http_parser` "h11" or "httptools" (default: `default_parser()`)."""
-    parser = http_parser or default_parser()
-    if parser not in PROTOCOLS:
-        raise ConfigError(f"unknown HTTP parser {parser!r}; known: {', '.join(PROTOCOLS)}")
-    protocol = type(f"Guarded{PROTOCOLS[parser].__name__}", (PROTOCOLS[parser],),
+    `http_parser` "httptools" (the default) or "h11"."""
+    if http_parser not in PROTOCOLS:
+        raise ConfigError(f"unknown HTTP parser {http_parser!r}; known: {', '.join(PROTOCOLS)}")
+    protocol = type(f"Guarded{PROTOCOLS[http_parser].__name__}", (PROTOCOLS[http_parser],),
                     {"header_timeout_s": settings.header_timeout_s,
                      "max_header_bytes": settings.max_header_bytes})
     return uvicorn.Config(
