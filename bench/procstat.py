@@ -3,11 +3,10 @@ processes they start (bench/realflows.py, bench/media_watch.py)."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-TICK = os.sysconf("SC_CLK_TCK")
+from grebe.core.engine_start import process_cpu_s
 
 
 @dataclass(frozen=True)
@@ -18,14 +17,16 @@ class ProcSample:
 
 
 def sample(pid: int) -> ProcSample | None:
-    """None when the process is gone (or not readable) by the time it is read."""
+    """None when the process is gone (or not readable) by the time it is read. Its CPU
+    time is read as the engine's start watch reads it (grebe.core.engine_start)."""
+    cpu_s = process_cpu_s(pid)
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
+        return None
+    if cpu_s is None:
         return None
     memory = {key: int(rest.split()[0]) for key, _, rest in
               (line.partition(":") for line in status.splitlines())
               if key in ("VmHWM", "VmRSS")}
-    return ProcSample((int(fields[11]) + int(fields[12])) / TICK,
-                      memory.get("VmHWM", 0), memory.get("VmRSS", 0))
+    return ProcSample(cpu_s, memory.get("VmHWM", 0), memory.get("VmRSS", 0))
