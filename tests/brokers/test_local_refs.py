@@ -56,6 +56,8 @@ async def test_a_post_s_second_equal_vector_costs_a_fraction_at_rest(tmp_path):
         (local_sql.VALUE_ZSTD_REF, 0)]
     assert rows[2][3] * 4 < rows[0][3]  # the vector is not stored twice
     assert codec.decode_annotation(read[2].value).producer == "post_embedding_with_summary"
+    # a read that starts after the row it refers to reads that row apart
+    assert [r.value for r in await log.read("annotations", [(0, 2)], 10)] == [second]
     await log.close()
 
 

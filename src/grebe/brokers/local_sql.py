@@ -257,7 +257,9 @@ def read(
     conn: sqlite3.Connection, topic_id: int, positions: Sequence[tuple[int, int]], limit: int
 ) -> list[tuple[int, int, bytes | None, bytes, float]]:
     """Up to `limit` records, filling from the partitions in the order given, their
-    values as appended."""
+    values as appended. A value stored against another row (codec 2) is expanded with
+    that row's value: the one this read already decoded when it is in the same batch
+    (the usual case: a post's annotations are appended together), else read again."""
     out: list[tuple[int, int, bytes | None, bytes, float]] = []
     # One read transaction, so every partition is read from the same snapshot.
     conn.execute("BEGIN")
@@ -266,17 +268,20 @@ def read(
             remaining = limit - len(out)
             if remaining <= 0:
                 break
-            out.extend(
-                (p, o, key, value if codec == VALUE_RAW else unpack_value(
-                    value, codec,
-                    None if ref is None else _referent(conn, topic_id, p, ref)), ts)
-                for p, o, key, value, ts, codec, ref in conn.execute(
+            alone: dict[int, bytes] = {}  # offset -> value, of rows stored on their own
+            for p, o, key, value, ts, codec, ref in conn.execute(
                     "SELECT part, msg_offset, key, value, ts, codec, ref FROM messages "
                     "WHERE topic_id = ? AND part = ? AND msg_offset >= ? "
                     "ORDER BY msg_offset LIMIT ?",
-                    (topic_id, part, offset, remaining),
-                )
-            )
+                    (topic_id, part, offset, remaining)):
+                if ref is None:
+                    if codec != VALUE_RAW:
+                        value = unpack_value(value, codec)
+                    alone[o] = value
+                else:
+                    referent = alone[ref] if ref in alone else _referent(conn, topic_id, p, ref)
+                    value = unpack_value(value, codec, referent)
+                out.append((p, o, key, value, ts))
     finally:
         conn.execute("COMMIT")
     return out
