@@ -33,6 +33,7 @@ from heads_embed import DEFAULT_CORPORA, SERVING_PASS, EmbeddingCache
 from train_heads import load_rows
 
 from grebe.flows import judge
+from grebe.flows.identity_groups import names_group
 from grebe.flows.policy import read_policy
 from grebe.inference.heads import TextHeads
 
@@ -71,7 +72,7 @@ class Replay:
         head16 = self.probs(texts, self.train_cache)["hate"][:, 1] >= self.threshold
         signals = self.signals(texts, self.threshold)
         head1, counter, aimed = signals["head1"], signals["counter"], signals["aimed"]
-        flows = head1 & counter & aimed
+        flows = head1 & counter & (aimed | signals["group"])
         return {"head16": head16, "head1": head1, "counter": head1 & counter, "flows": flows,
                 "remove": flows & (signals["score"] >= self.remove_bar)}
 
@@ -82,25 +83,30 @@ class Replay:
         score = probs["hate"][:, 1]
         head1 = score >= self.threshold
         denied = {i: judge.denied_statement(t) for i, t in enumerate(texts) if score[i] >= floor}
-        denied_texts = sorted({d for d in denied.values() if d})
-        denied_score = dict(zip(denied_texts, self.probs(denied_texts, self.serve_cache)[
-            "hate"][:, 1] if denied_texts else [], strict=True))
+        own = {i: judge.own_words(texts[i]) for i in denied}
+        rewritten = sorted({d for d in [*denied.values(), *own.values()] if d})
+        rewritten_score = dict(zip(rewritten, self.probs(rewritten, self.serve_cache)[
+            "hate"][:, 1] if rewritten else [], strict=True))
         counter = np.ones(len(texts), dtype=bool)  # True: not counter-speech
         for i, d in denied.items():
+            o = own[i]
             if judge.DENOUNCING.search(texts[i]) or (
-                    d and denied_score[d] >= score[i] + judge.NEGATION_MARGIN):
+                    o and rewritten_score[o] + judge.NEGATION_MARGIN <= score[i]) or (
+                    d and rewritten_score[d] >= score[i] + judge.NEGATION_MARGIN):
                 counter[i] = False
         target = probs["target"]
         classes = self.heads.heads["target"].classes
         col = {c: target[:, classes.index(c)] for c in classes}
         aimed = col[judge.GROUP] + col[judge.OTHER] >= col[judge.INDIVIDUAL]
+        group = np.array([names_group(t) is not None for t in texts])
         return {"score": score, "head1": head1, "counter": counter, "aimed": aimed,
-                "individual": col[judge.INDIVIDUAL]}
+                "individual": col[judge.INDIVIDUAL], "group": group}
 
 
-SHIPPED = "target rule (shipped)"
+SHIPPED = "target rule or names a group (shipped)"
 GATES: dict[str, Any] = {
-    SHIPPED: lambda s: s["aimed"],
+    SHIPPED: lambda s: s["aimed"] | s["group"],
+    "target rule (before 2026.11.28-1)": lambda s: s["aimed"],
     "no target rule": lambda s: np.ones_like(s["aimed"]),
     f"target rule waived at >= {WAIVE_TARGET_AT}": (
         lambda s: s["aimed"] | (s["score"] >= WAIVE_TARGET_AT)),
@@ -125,8 +131,8 @@ def sweep(replay: Replay, val: list, check: list, fpr: float) -> None:
         y = {k: np.array([r.labels["hate"] for r in rows]) for k, (rows, _) in sets.items()}
         lowest = next((float(t) for t in np.arange(SWEEP_FLOOR, 1.0, SWEEP_STEP)
                        if fired("own", t)[y["own"] == 0].mean() <= fpr), 1.0)
-        # the shipped gate also at the head's own threshold: what the flows run today
-        for t in ([replay.threshold] if gate is GATES[SHIPPED] else []) + [lowest]:
+        # every gate also at the policy's threshold (what the flows run)
+        for t in (replay.threshold, lowest):
             row(name, t, fired, y, check)
 
 

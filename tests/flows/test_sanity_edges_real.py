@@ -29,12 +29,12 @@ RESTRICTIVE = (":remove", ":limit_reach")
 #: threat or identity hate is often abusive too (hate and threat together included)
 TOLERATED = {"insult": {"offensive"}, "hate": {"threat", "offensive", "insult"},
              "threat": {"hate", "offensive", "insult"}}
-#: The issue's bar is 0.90 per post; the flows measure 0.766 (49 of 64) with
-#: heads-2026.11.23-5 and policy 2026.11.23-6 (0.781 with -4, which also trained on
-#: CONAN; 0.750 with -2 / 2026.11.23-3, 0.703 before): joyful profanity under the
-#: offensive threshold, threats missed or read as spam (docs/quality.md). This floor
-#: guards against regressions without pretending the bar is met.
-AGREEMENT_FLOOR = 0.75
+#: The issue's bar: >= 0.90 of the posts. The flows measure 0.922 (59 of 64) with
+#: heads-2026.11.23-5 and policy 2026.11.28-1: threats judged by their shape with the
+#: head (grebe.flows.threat_speech), offensive needing a rude word, hate on a named
+#: group; 0.766 with policy 2026.11.23-6 (docs/quality.md). None of those rules was
+#: fitted to this set: each was chosen on real corpora's train/val splits.
+AGREEMENT_FLOOR = 0.90
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

@@ -4,22 +4,33 @@ the spam, safety and PTOS flows so they can never disagree about what a text is.
 Why target-aware: profanity in joy ("that's fucking awesome!") is not harassment, and
 "I hate Mondays" is not hate. So:
 
-- `offensive`: the offensive head at its threshold. Profanity aimed at no one: a label,
-  never on its own a reason to remove or limit.
-- `insult`: offensive **and** the target head says the post is aimed at an individual.
-  An @mention is not a target (the head reads the words, not the markup).
-- `hate`: the hate head at its threshold **and** the target head reading the post as
-  aimed at a group or other collective rather than at an individual (P(group) +
-  P(other) >= P(individual)); never a word rule. "I hate Mondays" reads as a feeling of
+- `offensive`: the offensive head at its threshold **and** a rude word (profanity, a slur
+  or an insult word: grebe.flows.rude_words). The head alone reads "that workout killed
+  me" as offensive; a post without offensive language is not. Profanity aimed at no one:
+  a label, never on its own a reason to remove or limit.
+- `insult`: offensive **and** the target head says the post is aimed at an individual
+  **and** it has an insult word or slur or speaks to someone ("you"). An @mention is not a target
+  (the head reads the words, not the markup).
+- `hate`: the hate head at its threshold **and** the post about a group: the target
+  head reading it as aimed at a group or other collective rather than at an individual
+  (P(group) + P(other) >= P(individual)), or the post naming an identity group
+  (grebe.flows.identity_groups: the target head, trained on OLID's insults, reads short
+  group hate as personal); never a word rule alone. "I hate Mondays" reads as a feeling of
   the speaker (target individual 0.42 vs group+other 0.41) and is not hate.
   Counter-speech is not hate either (`counter_speech`): a post that denounces hate
   ("hating gay people is wrong", "statements like \"...\" are hurtful"), or that negates
   a statement more hateful than itself ("immigrants are not the problem": the head
   scores "immigrants are the problem" higher), keeps its hate score but does not fire.
+  Hate inside quotes whose removal leaves words the head scores well below the post
+  (`He should be in jail for wishing "death to all women"`) is reported speech.
   The embedding puts such posts beside the hate they answer (same group, same topic),
   which is why this is a rule on top of the head and not left to it.
-- `threat`: the threat head at its threshold.
-- `spam`: the spam head at its threshold.
+- `threat`: two signals (grebe.flows.threat_speech): a threat-shaped text (the speaker's
+  intent to harm someone, a menace, a call for violence) with the threat head at a
+  floor, or the head at its threshold unless its violent words are the speaker's
+  hyperbole ("that workout killed me").
+- `spam`: the spam head at its threshold, unless the text is a threat (the e-mail-trained
+  spam head reads "make you pay" as money; a threat is not promotion).
 
 Thresholds are policy data: `head_thresholds["<head>.<class>"]` of the plan when set,
 else the head's own threshold, chosen on its validation split at its stated FPR. A head
@@ -34,7 +45,7 @@ from dataclasses import dataclass, replace
 
 from grebe.core.task import TaskContext
 from grebe.errors import ConfigError
-from grebe.flows import language, shared
+from grebe.flows import identity_groups, language, rude_words, shared, threat_speech
 
 SPAM, OFFENSIVE, INSULT, HATE, THREAT = "spam", "offensive", "insult", "hate", "threat"
 TARGET_HEAD, INDIVIDUAL, GROUP, OTHER = "target", "individual", "group", "other"
@@ -79,6 +90,18 @@ NEGATION_MARGIN = 0.1
 DENIED_NEGATION = {"can't": "can", "cant": "can", "won't": "will", "wont": "will", "n't": ""}
 
 
+#: A quoted statement of at least three words: reported speech, not the poster's own.
+QUOTED = re.compile(r"[\"\u201c]([^\"\u201c\u201d]*\w+\W+\w+\W+\w+[^\"\u201c\u201d]*)[\"\u201d]")
+
+
+def own_words(text: str) -> str | None:
+    """The post with each quoted statement replaced by "that" (`He should be in jail for
+    wishing "death to all women"` -> `... wishing that`), or None when nothing is quoted."""
+    if not QUOTED.search(text):
+        return None
+    return QUOTED.sub("that", text)
+
+
 def denied_statement(text: str) -> str | None:
     """The post with its negations removed ("X are not the problem" -> "X are the
     problem"), or None when it has none."""
@@ -93,6 +116,12 @@ async def counter_speech(ctx: TaskContext, text: str, hate_score: float) -> str 
     if found is not None:
         quoted = " (quoting)" if QUOTING.search(text) else ""
         return f"counter-speech: denounces hate ({found.group(0)!r}){quoted}"
+    own = own_words(text)
+    if own is not None:
+        own_score = (await shared.head_probs(ctx, own))["hate"]["hate"]
+        if own_score + NEGATION_MARGIN <= hate_score:
+            return (f"counter-speech: the hate is quoted (the post's own words score "
+                    f"{own_score:.2f} <= {hate_score:.2f} - {NEGATION_MARGIN})")
     denied = denied_statement(text)
     if denied is None:
         return None
@@ -172,6 +201,16 @@ async def verdicts(ctx: TaskContext, text: str, *, gate: bool = True) -> dict[st
         score = probs[head][cls]
         limit, source = threshold(ctx, head, cls)
         out[head] = Verdict(score, limit, score >= limit, _rule(head, score, limit, source))
+    threat = out.get(THREAT)
+    if threat is not None and not threat.abstained:
+        floor = shared.settings_of(ctx).head_thresholds.get(
+            f"{THREAT}.shaped", threat_speech.SHAPED_FLOOR)
+        fired, shaped = threat_speech.judge_threat(text, threat.score, threat.threshold, floor)
+        out[THREAT] = replace(threat, fired=fired, reason=f"{threat.reason}; {shaped}")
+        spam = out.get(SPAM)
+        if fired and spam is not None and spam.fired:
+            out[SPAM] = replace(spam, fired=False,
+                                reason=f"{spam.reason}; a threat, not promotion")
     hate = out.get(HATE)
     if hate is not None and hate.fired:
         why = await counter_speech(ctx, text, hate.score)
@@ -183,27 +222,44 @@ async def verdicts(ctx: TaskContext, text: str, *, gate: bool = True) -> dict[st
         leaning = (f"target group+other {collective:.2f} "
                  f"{'>=' if collective >= target[INDIVIDUAL] else '<'} "
                  f"individual {target[INDIVIDUAL]:.2f}")
-        out[HATE] = Verdict(hate.score, hate.threshold, collective >= target[INDIVIDUAL],
+        group = identity_groups.names_group(text)
+        if group is not None:
+            leaning += f"; names a group ({group!r})"
+        out[HATE] = Verdict(hate.score, hate.threshold,
+                            collective >= target[INDIVIDUAL] or group is not None,
                             f"{hate.reason}; {leaning}")
     offensive = out.get(OFFENSIVE)
+    rude = rude_words.rude_word(text)
+    if offensive is not None and not offensive.abstained:
+        words = f"rude word {rude!r}" if rude else "no rude word (profanity, slur, insult)"
+        out[OFFENSIVE] = replace(offensive, fired=offensive.fired and rude is not None,
+                                 reason=f"{offensive.reason}; {words}")
     if offensive is not None and TARGET_HEAD in heads.heads:
-        if offensive.abstained:
-            out[INSULT] = offensive
-        else:
-            # An insult has two signals (offensive words, aimed at a person), so the
-            # policy may let its offensive part use a lower bar (`insult.offensive`)
-            # than the `offensive` label, which has only one.
-            rude, rude_limit, rude_reason = offensive.fired, offensive.threshold, offensive.reason
-            if f"{INSULT}.{OFFENSIVE}" in shared.settings_of(ctx).head_thresholds:
-                rude_limit, source = threshold(ctx, INSULT, OFFENSIVE)
-                rude = offensive.score >= rude_limit
-                rude_reason = _rule(f"{OFFENSIVE} (for {INSULT})", offensive.score, rude_limit,
-                                    source)
-            aimed = probs[TARGET_HEAD][INDIVIDUAL]
-            limit, source = threshold(ctx, TARGET_HEAD, INDIVIDUAL)
-            fired = rude and aimed >= limit
-            reason = (f"{rude_reason}; target "
-                      f"{_rule(f'{TARGET_HEAD}={INDIVIDUAL}', aimed, limit, source)}")
-            out[INSULT] = Verdict(min(offensive.score, aimed) if rude else 0.0,
-                                  limit, fired, reason)
+        out[INSULT] = _insult(ctx, text, offensive, probs[TARGET_HEAD])
     return out
+
+
+def _insult(ctx: TaskContext, text: str, offensive: Verdict, target: dict[str, float]
+            ) -> Verdict:
+    """Offensive, aimed at a person (target head), and with an insult word or spoken to
+    someone."""
+    if offensive.abstained:
+        return offensive
+    # An insult has more signals than `offensive` (aimed at a person), so the policy may
+    # let its offensive part use a lower bar (`insult.offensive`) than the label's.
+    harsh, harsh_limit, harsh_reason = (offensive.score >= offensive.threshold,
+                                        offensive.threshold, offensive.reason)
+    if f"{INSULT}.{OFFENSIVE}" in shared.settings_of(ctx).head_thresholds:
+        harsh_limit, source = threshold(ctx, INSULT, OFFENSIVE)
+        harsh = offensive.score >= harsh_limit
+        harsh_reason = _rule(f"{OFFENSIVE} (for {INSULT})", offensive.score, harsh_limit, source)
+    aimed = target[INDIVIDUAL]
+    limit, source = threshold(ctx, TARGET_HEAD, INDIVIDUAL)
+    insulting = rude_words.insulting_word(text)
+    spoken_to = rude_words.addresses_someone(text)
+    pointed = (f"insult word {insulting!r}" if insulting else "speaks to someone" if spoken_to
+               else "no insult word and speaks to no one")
+    fired = harsh and aimed >= limit and (insulting is not None or spoken_to)
+    reason = (f"{harsh_reason}; target {_rule(f'{TARGET_HEAD}={INDIVIDUAL}', aimed, limit, source)}"
+              f"; {pointed}")
+    return Verdict(min(offensive.score, aimed) if harsh else 0.0, limit, fired, reason)

@@ -1,0 +1,43 @@
+"""Does a text name an identity group (people by race, ethnicity, nationality, religion,
+gender, sexuality or disability)? The second signal that lets the hate head's verdict
+stand when the target head reads a post as aimed at a person.
+
+Why: the target head learnt from OLID's offensive tweets, which are mostly about one
+person, so it reads short group hate ("black people are subhuman") as aimed at an
+individual and the hate verdict was dropped (docs/quality.md, "Identity hate"). Naming a
+group is not hate by itself ("women's football was great today" has a low hate score);
+it only answers *who* the hateful words are about, which is what the target rule asks.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: group nouns, plural or collective ("immigrants", "the jews", "muslim women")
+_NOUNS = (
+    r"women|woman|girls|females|men|males|blacks|whites|asians|latinos|latinas|latinx"
+    r"|hispanics|mexicans|africans|arabs|indians|pakistanis|chinese|japanese|koreans"
+    r"|jews|jewry|muslims|moslems|islamists|christians|catholics|hindus|sikhs|buddhists"
+    r"|atheists|immigrants|migrants|refugees|foreigners|illegals|aliens|gays|lesbians"
+    r"|homosexuals|queers|bisexuals|transgenders?|trans|transsexuals|gypsies|roma"
+    r"|disabled|handicapped|cripples|autistics|retards|feminists"
+    r"|nigg\w*|fag\w*|kikes?|spics?|chinks?|wetbacks?|towelheads?|ragheads?|pakis?|gooks?"
+    r"|coons?|dykes?|trannies|tranny|beaners?"
+)
+#: adjectives that make a group with "people", "folk", "community"...
+_ADJECTIVES = (
+    r"black|white|asian|brown|latino|hispanic|mexican|african|arab|indian|chinese|jewish"
+    r"|muslim|islamic|christian|catholic|hindu|gay|lesbian|queer|trans|transgender"
+    r"|bisexual|disabled|autistic|deaf|blind|immigrant|foreign|female|indigenous|native"
+)
+GROUP = re.compile(
+    rf"(?<![\w@#])(?:(?:{_ADJECTIVES})\s+(?:people|persons|folks?|community|communities|men"
+    rf"|women|kids|children|immigrants|refugees|families|race|guys|girls)|islam|judaism"
+    rf"|(?:{_NOUNS}))(?!\w)",
+    re.IGNORECASE)
+
+
+def names_group(text: str) -> str | None:
+    """The first identity group the text names, lower-cased, or None."""
+    found = GROUP.search(text)
+    return None if found is None else found.group(0).lower()

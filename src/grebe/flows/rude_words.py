@@ -1,0 +1,61 @@
+"""Rude words: profanity, slurs and insult words, the lexical signal beside the offensive
+head (grebe.flows.judge).
+
+Why: the offensive head reads the embedding of the whole post, and sentence embeddings
+put "that workout killed me" or "I smell like a campfire" near offensive tweets. An
+`offensive` label means the post *uses* offensive language, so it needs a rude word as
+well as the head (two signals); an insult needs an insult word or slur, or to address
+someone ("you"): "fuck yes, I passed" is profane but aimed at no one. A word here never
+labels a post by itself.
+
+Deliberately left out: words with an ordinary main sense ("ass" in "Kick Ass", "hell",
+"bloody", "pig", "fat"), so they cannot make a post offensive on their own account.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: profanity, matched as word stems ("fucking", "shitty", "bitches")
+PROFANITY = (
+    r"f+u+c+k+\w*|fuk\w*|fck\w*|fcuk\w*|f\*+k\w*|f\*+\w*k|motherf\w*|mf|mfs|wtf|stfu|gtfo|omfg|ffs"
+    r"|shit\w*|sh\*t\w*|bullshit\w*|horseshit|damn\w*|goddamn\w*|dammit|bitch\w*|b\*tch\w*"
+    r"|bastard\w*|asshole\w*|arsehole\w*|dumbass\w*|jackass\w*|smartass\w*|badass\w*"
+    r"|dickhead\w*|dick|dicks|cunt\w*|piss\w*|crap|crappy|prick\w*|twat\w*|wanker\w*"
+    r"|bollocks|douche\w*|slut\w*|whore\w*|hoe|hoes|tits|cock|cocks|cocksucker\w*"
+)
+#: words that insult a person ("idiot", "loser", "clown")
+INSULTS = (
+    r"idiot\w*|moron\w*|stupid\w*|dumb\w*|loser\w*|pathetic|imbecile\w*|cretin\w*|clowns?"
+    r"|scum\w*|worthless|ugly|freak\w*|creep\w*|jerks?|cowards?|dimwit\w*|halfwit\w*"
+    r"|nitwit\w*|dipshit\w*|retard\w*|brainless|clueless|vermin|subhuman\w*|degenerate\w*"
+)
+#: slurs against identity groups (kept short: the hate head carries group hate)
+SLURS = (
+    r"nigg\w*|nigga\w*|fag\w*|faggot\w*|dyke\w*|tranny|trannies|kike\w*|spic|spics|chink\w*"
+    r"|wetback\w*|towelhead\w*|raghead\w*|paki|pakis|gook\w*|coon|coons|beaner\w*"
+)
+RUDE = re.compile(rf"(?<![\w@#])(?:{PROFANITY}|{INSULTS}|{SLURS})(?!\w)", re.IGNORECASE)
+#: an insult word or slur: what aims rudeness at someone without a "you"
+INSULTING = re.compile(rf"(?<![\w@#])(?:{INSULTS}|{SLURS})(?!\w)", re.IGNORECASE)
+#: the post speaks to someone: "you", "your", "u", "ur", "ya", "yourself"
+ADDRESS = re.compile(r"(?<!\w)(?:you|your|you're|youre|yours|yourself|u|ur|ya|y'all)(?!\w)",
+                     re.IGNORECASE)
+
+
+def rude_word(text: str) -> str | None:
+    """The first rude word in the text, lower-cased, or None."""
+    found = RUDE.search(text)
+    return None if found is None else found.group(0).lower()
+
+
+def insulting_word(text: str) -> str | None:
+    """The first insult word or slur in the text (not mere profanity), or None."""
+    found = INSULTING.search(text)
+    return None if found is None else found.group(0).lower()
+
+
+def addresses_someone(text: str) -> bool:
+    """Whether the text speaks to someone in the second person (an @mention alone does
+    not count: it is markup, not words)."""
+    return ADDRESS.search(text.replace("\u2019", "'")) is not None

@@ -1,0 +1,134 @@
+"""Does a text state an intent or a call to do violence to someone? The second signal of
+the `threat` verdict (grebe.flows.judge).
+
+Why a grammar beside the threat head: the head learnt from words, so it fires on
+hyperbole ("that workout killed me", "this crossword will be the death of me") and misses
+threats in plain words ("I will find where you live and make you pay"). What makes a
+threat is its shape, which a word list cannot see:
+
+- **intent**: the speaker (I, we) will, is going to or swears to do harm (a violent verb)
+  to someone (you, him, them, your house...): "I'm going to burn your house down";
+- **menace**: the addressee's fate or exposure: "you're dead", "watch your back", "I know
+  where your kids go to school", "your days are numbered";
+- **call**: violence demanded of or for others: "they should all be hanged", "kill them
+  all", "death to ...", "someone should shoot him".
+
+Each pattern needs at least two parts (a violent act and who it is done to, or a fate
+and whose), never one word. What it does not know: sarcasm, quotation, games ("I'll kill
+you at chess"); that is why the verdict still weighs the head's score.
+"""
+
+from __future__ import annotations
+
+import re
+
+_TARGET = (r"(?:you|ya|u|y'?all|your|yours|yourself|him|her|his|them|their|these|those"
+           r"|that\s+(?:man|woman|guy|bitch|bastard)|every\s+(?:one|last|single)|all\s+of)")
+#: violent acts done to someone (base form: they follow "will" / "going to")
+_HARM = (r"(?:kill|murder|shoot|stab|hurt|beat|break|burn|hang|lynch|slit|strangle|choke"
+         r"|bury|punch|smash|slap|rape|torture|butcher|slaughter|execute|behead|gut|skin"
+         r"|bash|kick|cut|maim|firebomb|bomb|cripple|knock|blow|drown|gas|exterminate|eliminate"
+         r"|destroy|end|wreck|fuck\s+up|beat\s+up|run\s+over|hunt\s+down|track\s+down"
+         r"|come\s+(?:for|after)|find|make)")
+#: the speaker's intent: "I will", "we're going to", "I'm gonna", "I swear I'll"
+_INTENT = (r"(?:\bill(?=\s+\w+\s+\w)|\b(?:i|we)\s*(?:'ll|'m\s+going\s+to|'m\s+gonna"
+           r"|'re\s+going\s+to|'re\s+gonna"
+           r"|\s+will|\s+shall|\s+am\s+going\s+to|\s+am\s+gonna|\s+are\s+going\s+to"
+           r"|\s+are\s+gonna|\s+gonna|\s+intend\s+to|\s+plan\s+to))")
+#: what "find"/"make" must be followed by to be a threat ("I'll find you a seat" is not)
+_FIND_MAKE = (r"(?:find\s+(?:where\s+(?:you|u)\s+live|you\s+and|you\b[^.!?]{0,20}\b(?:kill|hurt"
+              r"|end|make))|find\s+out\s+where\s+you\s+live"
+              r"|make\s+(?:you|u|him|her|them)\s+(?:pay|suffer|bleed|regret|beg|scream|disappear))")
+INTENT = re.compile(
+    rf"{_INTENT}\s+(?!not\b|never\b)(?:\w+\s+){{0,3}}?"
+    rf"(?:{_FIND_MAKE}|(?!find\b|make\b){_HARM}\b(?!\s+(?:it|this|that)\b)"
+    rf"[^.!?\n]{{0,40}}?\b{_TARGET}\b"
+    rf"|(?:put|pump)\s+(?:a\s+|some\s+)?(?:bullets?|lead|knife|blade)\b)",
+    re.IGNORECASE)
+MENACE = re.compile(
+    r"(?<!when\s)(?<!if\s)(?<!until\s)(?<!once\s)(?<!after\s)"
+    r"\b(?:you|u)\s*(?:'re|\s+are|\s+r)\s+(?:so\s+)?dead\b(?!\s+(?:wrong|right|on|tired|serious))"
+    r"|\b(?:you|u)\s*(?:'re|\s+are)\s+(?:going\s+to|gonna)\s+(?:die|bleed|pay\s+for|regret\s+(?:this"
+    r"|it|that|the\s+day)|get\s+(?:hurt|shot|stabbed|killed))\b"
+    r"|\b(?:you|u)\s*(?:'ll|\s+will)\s+(?:die|bleed|pay\s+for\s+(?:this|that|it|what)"
+    r"|regret\s+(?:this|it|that|the\s+day)|be\s+sorry|never\s+see\s+(?:it|me)\s+coming"
+    r"|not\s+live|be\s+next)\b"
+    r"|\bwatch\s+(?:your|ur)\s+back\b|\bsleep\s+with\s+one\s+eye\s+open\b"
+    r"|\b(?:your|ur)\s+days\s+are\s+numbered\b"
+    r"|\b(?:i|we)\s+know\s+where\s+(?:you|u|your\s+\w+|ur\s+\w+|he|she|they)\s+(?:live|lives"
+    r"|work|works|sleep|sleeps|go\s+to\s+school|goes\s+to\s+school)\b"
+    r"|\bfind\s+(?:out\s+)?where\s+(?:you|u)\s+live\b",
+    re.IGNORECASE)
+_DONE_TO = (r"(?:killed|shot|hanged|hung|executed|lynched|murdered|burn(?:ed|t)(?:\s+alive)?"
+            r"|gassed|exterminated|wiped\s+out|eradicated|slaughtered|beheaded|put\s+down"
+            r"|beaten(?:\s+to\s+death)?|stabbed|tortured|shot\s+dead|strung\s+up)")
+CALL = re.compile(
+    rf"(?<!n't\s)(?<!not\s)(?<!never\s)"
+    rf"\b(?:should|must|need\s+to|needs\s+to|deserve\s+to|deserves\s+to|ought\s+to"
+    rf"|have\s+to|has\s+to|gotta)\s+(?:all\s+|just\s+|simply\s+)?(?:be\s+|get\s+){_DONE_TO}\b"
+    rf"|(?:^|[.!?,;:]\s*|\b(?:just|let'?s|lets|go|someone\s+(?:should|needs\s+to|has\s+to)"
+    rf"|somebody\s+(?:should|needs\s+to)|we\s+(?:should|must|need\s+to|have\s+to))\s+)"
+    rf"(?:kill|hang|shoot|gas|exterminate|lynch|execute|behead|slaughter|murder|burn|stab)"
+    rf"\s+(?:them|him|her|those|these|all|every|the\s+lot)\b(?!\s+(?:a|an)\s+(?:message|text|dm|line))"
+    rf"|(?:^|[.!?,;:]\s*|\b(?:just|let'?s|lets|go)\s+)(?:hang|lynch|execute|behead|gas"
+    rf"|exterminate|slaughter|murder|stab)\s+(?:the|this|that|these|those|every|all|his|her"
+    rf"|their)\b(?!\s+(?:thought|idea|picture|painting|poster|laundry|clothes|washing))"
+    rf"|\bput\s+(?:a\s+)?bullets?\s+(?:in|into|through|between)\b"
+    rf"|\b(?:snap|break|slit|cut)\s+(?:his|her|their|your|ur|its)\s+(?:neck|throat)s?\b"
+    rf"|(?<!to\s)(?<!of\s)(?<!every\s)(?<!the\s)(?<!a\s)\bdeath\s+to\s+(?:all\s+|the\s+)?\w+"
+    rf"|\b(?:should|must|deserves?\s+to|needs?\s+to|ought\s+to)\s+(?:all\s+)?die\b"
+    rf"|\bhope\s+(?:you|u|he|she|they)\s+(?:die|dies|get\s+(?:killed|shot|raped)"
+    rf"|gets\s+(?:killed|shot|raped)|burn|burns)\b",
+    re.IGNORECASE)
+#: Violence words used of the speaker's own day ("that workout killed me", "this heat is
+#: killing me", "I'm dying of laughter", "you killed it on stage"): what the head fires on
+#: when nothing is threatened. Only the head's verdict alone is checked against these;
+#: a threat-shaped text is judged by its shape.
+HYPERBOLE = re.compile(
+    r"\b(?:kill|kills|killed|killing|murder|murders|murdered|murdering|slay|slays|slayed"
+    r"|slaying)\s+(?:me|myself|it)\b"
+    r"|\b(?:the\s+)?death\s+of\s+me\b|\b(?:dying|died)\s+(?:of|from|laughing|inside)\b|\bdead\s+(?:laughing|inside)\b"
+    r"|\b(?:i'?m|i\s+am|im)\s+(?:so\s+|literally\s+|actually\s+)?(?:dead|dying)\b"
+    r"|\bto\s+die\s+for\b|\bcould\s+(?:kill|murder)\s+(?:for|a)\b",
+    re.IGNORECASE)
+PATTERNS = {"intent": INTENT, "menace": MENACE, "call": CALL}
+
+
+def threat_shape(text: str) -> str | None:
+    """Which threat pattern the text has and its words ("intent: 'I will put a
+    bullet'"), or None."""
+    text = text.replace("\u2019", "'")  # typographic apostrophes ("I’ll")
+    for name, pattern in PATTERNS.items():
+        found = pattern.search(text)
+        if found is not None:
+            return f"{name}: {found.group(0).strip()!r}"
+    return None
+
+
+def hyperbole(text: str) -> str | None:
+    """The violent idiom the text uses of the speaker's own day, or None."""
+    found = HYPERBOLE.search(text.replace("\u2019", "'"))
+    return None if found is None else found.group(0)
+
+
+#: The threat head's floor for a threat-shaped text: the shape is one signal, the head
+#: (violent words) the second; below this the words are not violent at all ("I'll find
+#: you a seat" never gets here, "we will destroy them in the final" may). Chosen on the
+#: train/val splits (scripts/threat_rule_eval.py, docs/quality.md).
+SHAPED_FLOOR = 0.3
+
+
+def judge_threat(text: str, score: float, threshold: float,
+                 floor: float = SHAPED_FLOOR) -> tuple[bool, str]:
+    """Whether a text is a threat given the head's score, and why (appended to the
+    head's reason): threat-shaped with the head at `floor`, or the head at its
+    threshold unless the violence is the speaker's hyperbole."""
+    shape = threat_shape(text)
+    if shape is not None and score >= floor:
+        return True, f"threat-shaped ({shape}) with head >= floor {floor:.2f}"
+    if score < threshold:
+        return False, f"not threat-shaped ({shape or 'no pattern'}) or under the floor"
+    idiom = hyperbole(text)
+    if idiom is not None:
+        return False, f"hyperbole ({idiom!r}), not threat-shaped"
+    return True, "head at its threshold"

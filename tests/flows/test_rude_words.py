@@ -1,0 +1,58 @@
+"""The lexical signals beside the heads: rude words (grebe.flows.rude_words), a named
+identity group (grebe.flows.identity_groups) and quoted speech (grebe.flows.judge)."""
+
+from __future__ import annotations
+
+import pytest
+
+from grebe.flows.identity_groups import names_group
+from grebe.flows.judge import own_words
+from grebe.flows.rude_words import addresses_someone, insulting_word, rude_word
+
+
+@pytest.mark.parametrize(("text", "word"), [
+    ("holy shit this pizza is amazing", "shit"), ("fuuuck yes", "fuuuck"),
+    ("damn, what a goal", "damn"), ("you absolute clown", "clown"),
+    ("go away you ugly moron", "ugly"),
+])
+def test_rude_words(text: str, word: str) -> None:
+    assert rude_word(text) == word
+
+
+@pytest.mark.parametrize("text", [
+    "Watched Kick Ass today with the GF, great film :-)", "I smell like a campfire. :)",
+    "that workout killed me", "@dumbledore_fan see you there", "#shitake recipes",
+])
+def test_no_rude_word(text: str) -> None:
+    assert rude_word(text) is None
+
+
+def test_insulting_word_is_not_mere_profanity() -> None:
+    assert insulting_word("fuck yes, I passed my driving test") is None
+    assert insulting_word("he is such a moron") == "moron"
+
+
+def test_addressing_is_words_not_mentions() -> None:
+    assert addresses_someone("thank you so much")
+    assert addresses_someone("you’re late")
+    assert not addresses_someone("@you_know_who great game")
+
+
+@pytest.mark.parametrize(("text", "group"), [
+    ("black people are subhuman", "black people"), ("all immigrants are vermin", "immigrants"),
+    ("Muslims should leave", "muslims"), ("gay folks everywhere", "gay folks"),
+])
+def test_names_group(text: str, group: str) -> None:
+    assert names_group(text) == group
+
+
+@pytest.mark.parametrize("text", ["I hate Mondays", "my black cat", "the gym was packed"])
+def test_names_no_group(text: str) -> None:
+    assert names_group(text) is None
+
+
+def test_own_words_replace_quoted_statements() -> None:
+    assert (own_words('He should be in jail for wishing "death to all women".')
+            == "He should be in jail for wishing that.")
+    assert own_words("no quotes here") is None
+    assert own_words('a "short" word') is None  # fewer than three words: not a statement

@@ -1,0 +1,63 @@
+"""The threat grammar (grebe.flows.threat_speech) and the verdict built on it: plain
+threats are shaped, hyperbole and everyday violent words are not."""
+
+from __future__ import annotations
+
+import pytest
+
+from grebe.flows.threat_speech import SHAPED_FLOOR, hyperbole, judge_threat, threat_shape
+
+
+@pytest.mark.parametrize("text", [
+    "I will find where you live",
+    "I’ll kill you",  # typographic apostrophe
+    "we're gonna beat you up after school",
+    "Ill personally firebomb her house tonight",
+    "you're dead, watch yourself",
+    "watch your back",
+    "I know where your kids go to school",
+    "they should all be hanged",
+    "Hang the traitor!",
+    "someone needs to put a bullet in him",
+    "death to all traitors",
+])
+def test_threats_are_shaped(text: str) -> None:
+    assert threat_shape(text) is not None
+
+
+@pytest.mark.parametrize("text", [
+    "I will find you a seat",
+    "we're going to shoot some hoops",
+    "I'm going to kill it at the gym tomorrow",
+    "I will not shoot you, relax",
+    "I know where you are coming from",
+    "sleep when you are dead",
+    "you will pay less with this plan",
+    "they are scared to death to try",
+    "people don't have to be shot to care about guns",
+    "hang the laundry outside",
+    "shoot him a message",
+])
+def test_look_alikes_are_not_shaped(text: str) -> None:
+    assert threat_shape(text) is None
+
+
+@pytest.mark.parametrize(("text", "idiom"), [
+    ("that workout killed me", "killed me"),
+    ("you absolutely killed it", "killed it"),
+    ("this crossword will be the death of me", "the death of me"),
+    ("I'm dying of laughter", "I'm dying"),
+])
+def test_hyperbole(text: str, idiom: str) -> None:
+    assert hyperbole(text) == idiom
+
+
+def test_verdict_needs_two_signals() -> None:
+    shaped = "I will hurt you if you come here again"
+    assert judge_threat(shaped, SHAPED_FLOOR, 0.73)[0]
+    assert not judge_threat(shaped, SHAPED_FLOOR - 0.01, 0.73)[0]  # no violent words
+    # the head alone at its threshold still fires, unless it is hyperbole
+    assert judge_threat("Hangings coming for them", 0.9, 0.73)[0]
+    fired, why = judge_threat("that workout killed me", 0.86, 0.73)
+    assert not fired and "hyperbole" in why
+    assert not judge_threat("we're going to shoot some hoops", 0.6, 0.73)[0]
