@@ -61,3 +61,17 @@ def test_verdict_needs_two_signals() -> None:
     fired, why = judge_threat("that workout killed me", 0.86, 0.73)
     assert not fired and "hyperbole" in why
     assert not judge_threat("we're going to shoot some hoops", 0.6, 0.73)[0]
+
+
+@pytest.mark.parametrize(("text", "subtype"), [
+    ("I will find where you live and make you pay", "threat"),
+    ("they should all be hanged", "threat"),
+    ("the film has a lot of violence", None),
+])
+def test_a_threat_shaped_post_is_violence_of_subtype_threat(text: str, subtype: str | None
+                                                            ) -> None:
+    from grebe.flows.ptos_depth import subtype_of
+    from grebe.flows.services import MediaFacts
+    from grebe.flows.settings import PtosSettings
+
+    assert subtype_of("violence", text, MediaFacts(), PtosSettings()) == subtype

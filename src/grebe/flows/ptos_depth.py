@@ -23,12 +23,15 @@ from grebe.flows import judge
 from grebe.flows.ptos_rules import Scored, lexicon_hits, lexicon_score
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import PtosSettings
+from grebe.flows.threat_speech import threat_shape
 
 CHILD_SAFETY = "child_safety"
 EXTREMISM = "violent_extremism"
 CIVIC = "civic_integrity"
 ILLEGAL = "illegal_goods"
 SEXUAL = "sexual"
+VIOLENCE = "violence"
+THREAT = "threat"  # the violence subtype of a threat-shaped post
 #: The categories this module scores, each from two word lists: (first, second).
 TWO_SIGNAL_LISTS: dict[str, tuple[str, str]] = {
     CHILD_SAFETY: ("minor", "sexual"),
@@ -70,7 +73,11 @@ def depth_categories(text: str, settings: PtosSettings) -> dict[str, Scored]:
 
 def subtype_of(category: str, text: str, facts: MediaFacts, settings: PtosSettings) -> str | None:
     """The first subtype of `category` (policy order) whose phrases occur in the text;
-    sexual content from the images alone is `explicit_media`."""
+    violence in the shape of a threat (grebe.flows.threat_speech) is `threat`; sexual
+    content from the images alone is `explicit_media`."""
+    if (category == VIOLENCE and THREAT in settings.subtypes.get(VIOLENCE, {})
+            and threat_shape(text) is not None):
+        return THREAT
     for subtype, phrases in settings.subtypes.get(category, {}).items():
         if lexicon_hits(text, phrases):
             return subtype
