@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from grebe.flows.ptos_depth import subtype_of
+from grebe.flows.services import MediaFacts
+from grebe.flows.settings import PtosSettings
 from grebe.flows.threat_speech import SHAPED_FLOOR, hyperbole, judge_threat, threat_shape
 
 
@@ -70,8 +73,4 @@ def test_verdict_needs_two_signals() -> None:
 ])
 def test_a_threat_shaped_post_is_violence_of_subtype_threat(text: str, subtype: str | None
                                                             ) -> None:
-    from grebe.flows.ptos_depth import subtype_of
-    from grebe.flows.services import MediaFacts
-    from grebe.flows.settings import PtosSettings
-
     assert subtype_of("violence", text, MediaFacts(), PtosSettings()) == subtype
