@@ -133,7 +133,7 @@ class KeywordHeads:
         return {
             "spam": binary(0.95 if hits(HEAD_WORDS["spam"]) >= 2 else 0.05),
             "offensive": binary(0.9 if hits(HEAD_WORDS["offensive"]) else 0.03),
-            "hate": binary((0.7 if "not" in tokens else 0.95) if hits(HEAD_WORDS["hate"])
+            "hate": binary((0.75 if "not" in tokens else 0.95) if hits(HEAD_WORDS["hate"])
                            else 0.02),
             "threat": binary(0.93 if hits(HEAD_WORDS["threat"]) else 0.02),
             "target": np.array(target, dtype=np.float32) / sum(target),

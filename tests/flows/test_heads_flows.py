@@ -197,11 +197,11 @@ async def test_counter_speech_that_denounces_hate_is_not_hate(text: str) -> None
 
 
 async def test_negated_hate_is_not_hate() -> None:
-    # The double scores "vermin" 0.95, and 0.7 under a "not": "immigrants are not
+    # The double scores "vermin" 0.95, and 0.75 under a "not": "immigrants are not
     # vermin" negates a statement the hate head scores higher, so it is counter-speech.
     out = await run(heads_services(), "immigrants are not vermin")
     assert "hate" not in out["post_safety"].labels
-    assert "negates a statement the hate head scores higher (0.95 >= 0.70 + 0.1" in (
+    assert "negates a statement the hate head scores higher (0.95 >= 0.75 + 0.1" in (
         out["safety_ptos"].reasons["ptos.hate"])
 
 
