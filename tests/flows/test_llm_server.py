@@ -5,6 +5,7 @@ the verdicts. (Its wheel is built once into ~/.cache/grebe/wheels by `scripts/in
 
 from __future__ import annotations
 
+import copy
 import socket
 import subprocess
 import sys
@@ -23,11 +24,23 @@ import pytest
 from grebe.core.planmaster import PlanMaster
 from grebe.flows import registry
 from grebe.flows.sinks import POST_RECORD
+from grebe.inference.settings import ChatConfig
 from grebe.types import TaskStatus
 
 from .conftest import fake_services, payload
 
 STARTUP_TIMEOUT_S = 120.0
+CHAT = ChatConfig(timeout_s=120.0, max_attempts=1)
+
+
+def llm_plans() -> list:
+    """Copies of the flows with the task limit the app gives LLM plans (the chat
+    budget, grebe.app.bundles): with the 30 s default a loaded box cancelled the chat
+    call that the client would still have finished."""
+    plans = [copy.copy(plan) for plan in registry.PLANS]
+    for plan in plans:
+        plan.apply_default_timeout(registry.chat_budget_s(CHAT))
+    return plans
 
 
 def _free_port() -> int:
@@ -74,13 +87,14 @@ async def test_flows_classify_through_a_real_openai_compatible_server(llama_serv
     from grebe.inference.openai_compat import OpenAIChatModel, OpenAICompatClient
 
     chat = OpenAIChatModel(
-        OpenAICompatClient(llama_server, "smollm2", timeout_s=120.0, max_attempts=1),
+        OpenAICompatClient(llama_server, "smollm2", timeout_s=CHAT.timeout_s,
+                           max_attempts=CHAT.max_attempts),
         response_format="json_object", max_tokens=200,
     )
     await chat.start()
     try:
         services = fake_services({"classifier": "llm"}, chat=chat)
-        master = PlanMaster(registry.PLANS, services=services)
+        master = PlanMaster(llm_plans(), services=services)
         post = payload("Which cafe is it? That flat white looks great",
                        parent="Best flat white in town at the corner cafe",
                        eligibilities=frozenset({"spam_comment", "reply_ranking"}))

@@ -50,6 +50,7 @@ def test_look_alikes_are_not_shaped(text: str) -> None:
     ("you absolutely killed it", "killed it"),
     ("this crossword will be the death of me", "the death of me"),
     ("I'm dying of laughter", "I'm dying"),
+    ("some days I just want to die", "I just want to die"),
 ])
 def test_hyperbole(text: str, idiom: str) -> None:
     assert hyperbole(text) == idiom

@@ -80,16 +80,18 @@ CALL = re.compile(
     rf"|\bhope\s+(?:you|u|he|she|they)\s+(?:die|dies|get\s+(?:killed|shot|raped)"
     rf"|gets\s+(?:killed|shot|raped)|burn|burns)\b",
     re.IGNORECASE)
-#: Violence words used of the speaker's own day ("that workout killed me", "this heat is
-#: killing me", "I'm dying of laughter", "you killed it on stage"): what the head fires on
-#: when nothing is threatened. Only the head's verdict alone is checked against these;
+#: Violence words used of the speaker's own day or self ("that workout killed me", "this
+#: heat is killing me", "I'm dying of laughter", "you killed it on stage", "some days I
+#: just want to die": self-harm, which has its own category): what the head fires on
+#: when no one else is threatened. Only the head's verdict alone is checked against these;
 #: a threat-shaped text is judged by its shape.
 HYPERBOLE = re.compile(
     r"\b(?:kill|kills|killed|killing|murder|murders|murdered|murdering|slay|slays|slayed"
     r"|slaying)\s+(?:me|myself|it)\b"
     r"|\b(?:the\s+)?death\s+of\s+me\b|\b(?:dying|died)\s+(?:of|from|laughing|inside)\b|\bdead\s+(?:laughing|inside)\b"
     r"|\b(?:i'?m|i\s+am|im)\s+(?:so\s+|literally\s+|actually\s+)?(?:dead|dying)\b"
-    r"|\bto\s+die\s+for\b|\bcould\s+(?:kill|murder)\s+(?:for|a)\b",
+    r"|\bto\s+die\s+for\b|\bcould\s+(?:kill|murder)\s+(?:for|a)\b"
+    r"|\b(?:i|me)\s+(?:\w+\s+){0,2}?(?:want|wanna|wish|need)\s+(?:to\s+)?die\b",
     re.IGNORECASE)
 PATTERNS = {"intent": INTENT, "menace": MENACE, "call": CALL}
 
