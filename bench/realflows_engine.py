@@ -40,6 +40,8 @@ from typing import Any
 
 import uvloop
 
+import grebe.blas  # noqa: F401  as `grebe` does: one BLAS thread before NumPy loads
+
 ROOT = Path(__file__).resolve().parent.parent
 TWEETS = ROOT / "bench" / "data" / "tweets.jsonl"
 FLOWS = ["spam_comment", "post_safety", "safety_ptos", "banger_initial_screen",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from grebe import constants as C
+from grebe.blas import use_one_thread
 from grebe.config import GrebeConfig
 from grebe.core.bundle import PlanBundle, import_callable
 from grebe.errors import ConfigError
@@ -44,8 +45,10 @@ def factory_bundle(config: GrebeConfig) -> PlanBundle:
 def build_bundle(config: GrebeConfig) -> PlanBundle:
     """Build the configured bundle; plans that use the default task time limit get
     `engine.task_timeout_s`, so the setting applies to every flow without each factory
-    passing it on, raised to what the factory says a plan needs (`min_task_timeout_s`)."""
+    passing it on, raised to what the factory says a plan needs (`min_task_timeout_s`).
+    The process that runs the plans gets one BLAS thread (grebe.blas)."""
     bundle = factory_bundle(config)
+    use_one_thread()  # after the models' libraries loaded: many small products, no threads
     for plan in bundle.plans:
         floor = bundle.min_task_timeout_s.get(plan.name, 0.0)
         plan.apply_default_timeout(max(config.engine.task_timeout_s, floor))

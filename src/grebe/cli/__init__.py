@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 import grebe
+import grebe.blas  # first: one BLAS thread before NumPy loads (grebe.blas)
 from grebe.cli import feed, keys, media, pipeline, streams, thunder, tooling
 from grebe.cli.common import console
 
