@@ -12,6 +12,7 @@ from pathlib import Path
 import msgspec
 
 from grebe import codec
+from grebe import constants as C
 from grebe.brokers import local_sql
 from grebe.brokers.local import LocalLog
 from grebe.brokers.local_refs import ValueRefs
@@ -137,8 +138,9 @@ async def test_a_v2_log_reads_as_appended_and_takes_referring_values(tmp_path):
 
 
 async def test_values_written_now_use_the_newer_log_dictionary(tmp_path):
-    """Dictionary 102 (16 KB, trained on int8-vector annotations) for new values; the
-    pinned log's values name 101 and read back (above)."""
+    """The newest dictionary (102: trained on int8-vector annotations; 103: on the
+    reasons of policy 2026.11.28-1) for new values; the pinned log's values name 101
+    and read back (above)."""
     import zstandard
 
     path = tmp_path / "log.db"
@@ -152,4 +154,4 @@ async def test_values_written_now_use_the_newer_log_dictionary(tmp_path):
         frames = [bytes(v) for (v,) in conn.execute(
             "SELECT value FROM messages WHERE codec = 1 ORDER BY topic_id, msg_offset")]
     ids = [zstandard.get_frame_parameters(f).dict_id for f in frames]
-    assert ids == [101] * 5 + [102]  # the pinned annotations, then the new one
+    assert ids == [101] * 5 + [C.LOG_DICT_ID]  # the pinned annotations, then the new one

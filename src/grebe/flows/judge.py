@@ -206,7 +206,8 @@ async def verdicts(ctx: TaskContext, text: str, *, gate: bool = True) -> dict[st
         floor = shared.settings_of(ctx).head_thresholds.get(
             f"{THREAT}.shaped", threat_speech.SHAPED_FLOOR)
         fired, shaped = threat_speech.judge_threat(text, threat.score, threat.threshold, floor)
-        out[THREAT] = replace(threat, fired=fired, reason=f"{threat.reason}; {shaped}")
+        reason = f"{threat.reason}; {shaped}" if shaped else threat.reason
+        out[THREAT] = replace(threat, fired=fired, reason=reason)
         spam = out.get(SPAM)
         if fired and spam is not None and spam.fired:
             out[SPAM] = replace(spam, fired=False,
@@ -231,9 +232,11 @@ async def verdicts(ctx: TaskContext, text: str, *, gate: bool = True) -> dict[st
     offensive = out.get(OFFENSIVE)
     rude = rude_words.rude_word(text)
     if offensive is not None and not offensive.abstained:
-        words = f"rude word {rude!r}" if rude else "no rude word (profanity, slur, insult)"
+        # said only where the word decides: a reason is stored with every annotation
+        words = (f"; rude word {rude!r}" if offensive.fired and rude
+                 else "; no rude word" if offensive.fired else "")
         out[OFFENSIVE] = replace(offensive, fired=offensive.fired and rude is not None,
-                                 reason=f"{offensive.reason}; {words}")
+                                 reason=f"{offensive.reason}{words}")
     if offensive is not None and TARGET_HEAD in heads.heads:
         out[INSULT] = _insult(ctx, text, offensive, probs[TARGET_HEAD])
     return out
@@ -257,9 +260,10 @@ def _insult(ctx: TaskContext, text: str, offensive: Verdict, target: dict[str, f
     limit, source = threshold(ctx, TARGET_HEAD, INDIVIDUAL)
     insulting = rude_words.insulting_word(text)
     spoken_to = rude_words.addresses_someone(text)
-    pointed = (f"insult word {insulting!r}" if insulting else "speaks to someone" if spoken_to
-               else "no insult word and speaks to no one")
+    pointed = ("" if not (harsh and aimed >= limit)  # said only where it decides
+               else f"; insult word {insulting!r}" if insulting
+               else "; speaks to someone" if spoken_to else "; no insult word, speaks to no one")
     fired = harsh and aimed >= limit and (insulting is not None or spoken_to)
     reason = (f"{harsh_reason}; target {_rule(f'{TARGET_HEAD}={INDIVIDUAL}', aimed, limit, source)}"
-              f"; {pointed}")
+              f"{pointed}")
     return Verdict(min(offensive.score, aimed) if harsh else 0.0, limit, fired, reason)

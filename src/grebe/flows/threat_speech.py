@@ -122,15 +122,16 @@ SHAPED_FLOOR = 0.3
 
 def judge_threat(text: str, score: float, threshold: float,
                  floor: float = SHAPED_FLOOR) -> tuple[bool, str]:
-    """Whether a text is a threat given the head's score, and why (appended to the
-    head's reason): threat-shaped with the head at `floor`, or the head at its
-    threshold unless the violence is the speaker's hyperbole."""
+    """Whether a text is a threat given the head's score, and what to add to the head's
+    reason ("" when the head's own rule says it all: kept short, every annotation
+    stores it): threat-shaped with the head at `floor`, or the head at its threshold
+    unless the violence is the speaker's hyperbole."""
     shape = threat_shape(text)
     if shape is not None and score >= floor:
-        return True, f"threat-shaped ({shape}) with head >= floor {floor:.2f}"
+        return True, f"threat-shaped ({shape}), head >= {floor:.2f}"
     if score < threshold:
-        return False, f"not threat-shaped ({shape or 'no pattern'}) or under the floor"
+        return False, f"threat-shaped ({shape}), head < {floor:.2f}" if shape else ""
     idiom = hyperbole(text)
     if idiom is not None:
-        return False, f"hyperbole ({idiom!r}), not threat-shaped"
-    return True, "head at its threshold"
+        return False, f"hyperbole ({idiom!r})"
+    return True, ""
