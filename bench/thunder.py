@@ -186,6 +186,10 @@ def main() -> None:
     print(f"\nstore: {len(store):,} posts, {store.author_count:,} authors "
           f"(max RSS {rss / 1024:.0f} MiB, +{(rss - rss0) / 1024:.0f} MiB while loading "
           "both stores and the event chunks)")
+    serving = getattr(store, "serving", None)  # absent from a store before issue 13's rows
+    if serving is not None:
+        print(f"  serving rows (slots, index, rows of each author's newest posts): "
+              f"{serving.memory_bytes() / 2**20:.0f} MiB of the above")
     print("ingest (in process, one core; wall clock, and per CPU-second):")
     print(f"  apply decoded events       {applied / apply_s:10,.0f} events/s   "
           f"{applied / apply_cpu:10,.0f} /CPU-s")
