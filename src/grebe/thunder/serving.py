@@ -61,7 +61,7 @@ class ServingTable:
         self.width = offset
         self.times = array("d")
         self.hashes = array("q")
-        self.heads = array("B")  # places per kind are < 256: see ServingRows
+        self.heads = array("q")
         self.records: list[LightPost | None] = []
         self._pad_times = array("d", [NONE] * offset)
         self._pad_hashes = array("q", [0] * offset)
@@ -74,14 +74,13 @@ class ServingTable:
             self.times.extend(array("d", [NONE]) * (missing * self.width))
             self.hashes.extend(array("q", [0]) * (missing * self.width))
             self.records.extend([None] * (missing * self.width))
-            self.heads.extend(array("B", [0]) * (missing * len(self.parts)))
+            self.heads.extend(array("q", [0]) * (missing * len(self.parts)))
 
     def rows(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The times and places (indices into `records` and `hashes`) of these slots'
         rows, shape (len(slots), width), each kind's places oldest -> newest."""
         times = np.frombuffer(self.times, dtype=np.float64).reshape(-1, self.width)[slots]
-        heads = np.frombuffer(self.heads, dtype=np.uint8).reshape(
-            -1, len(self.parts))[slots].astype(np.intp)
+        heads = np.frombuffer(self.heads, dtype=np.int64).reshape(-1, len(self.parts))[slots]
         cols = np.empty(times.shape, dtype=np.intp)
         for j, (_, o, _, w) in enumerate(self.parts):
             cols[:, o : o + w] = o + (heads[:, j : j + 1] + np.arange(w)) % w
@@ -218,13 +217,14 @@ class SlotIndex:
         values = np.full(size, -1, dtype=np.intp)
         at = keys & (size - 1)
         todo = np.arange(len(keys))
+        done = np.zeros(len(keys), dtype=bool)
         while len(todo):
-            free = table[at[todo]] == self.EMPTY
-            first = np.unique(at[todo[free]], return_index=True)[1]
-            placed = todo[free][first]
+            free = todo[table[at[todo]] == self.EMPTY]
+            placed = free[np.unique(at[free], return_index=True)[1]]
             table[at[placed]] = keys[placed]
             values[at[placed]] = slots[placed]
-            todo = np.setdiff1d(todo, placed, assume_unique=True)
+            done[placed] = True
+            todo = todo[~done[todo]]
             at[todo] = (at[todo] + 1) & (size - 1)
         self.keys, self.slots, self.used = table, values, len(ids)
         unique, counts = np.unique(keys, return_counts=True)
@@ -236,12 +236,9 @@ class ServingRows:
 
     def __init__(self, settings: ThunderSettings) -> None:
         s = settings
-        caps = (s.serve_originals_per_author, s.serve_secondary_per_author,
-                s.serve_videos_per_author)
-        if max(caps) * HEADROOM > 255:
-            raise ValueError(f"serve_*_per_author above {255 // HEADROOM}: {caps}")
-        self.main = ServingTable([("originals", caps[0]), ("secondary", caps[1])])
-        self.videos = ServingTable([("videos", caps[2])])
+        self.main = ServingTable([("originals", s.serve_originals_per_author),
+                                  ("secondary", s.serve_secondary_per_author)])
+        self.videos = ServingTable([("videos", s.serve_videos_per_author)])
         self.slot_of: dict[str, int] = {}
         self.index = SlotIndex(self.slot_of)
         self.owners: list[AuthorPosts | None] = []  # slot -> its author's lists
@@ -249,10 +246,14 @@ class ServingRows:
         #: Bumped when a slot is freed (and may then be given to another author): a
         #: query that looked slots up across yields looks them up again.
         self.generation = 0
-        # list attribute -> (table, part, places, timestamps attribute).
-        self._places = {attr: (table, part, places, f"{attr}_ts")
-                        for table in (self.main, self.videos)
-                        for part, (attr, _, _, places) in enumerate(table.parts)}
+        # list attribute -> (table, part, places, timestamps attribute, and for
+        # `appended`: the table's times, records, hashes, heads, parts and width, and
+        # the part's offset).
+        self._places = {
+            attr: (table, part, places, f"{attr}_ts", table.times, table.records,
+                   table.hashes, table.heads, len(table.parts), table.width, offset)
+            for table in (self.main, self.videos)
+            for part, (attr, offset, _, places) in enumerate(table.parts)}
 
     def add(self, posts: AuthorPosts) -> None:
         """Give a new author a slot (its rows are empty)."""
@@ -286,7 +287,7 @@ class ServingRows:
         into its row after that list changed."""
         place = self._places.get(attr)
         if place is not None:
-            table, part, _, ts_attr = place
+            table, part, _, ts_attr = place[:4]
             table.write(posts.slot, part, getattr(posts, attr), getattr(posts, ts_attr))
 
     def appended(self, posts: AuthorPosts, attr: str, post: LightPost,
@@ -298,19 +299,19 @@ class ServingRows:
         place = self._places.get(attr)
         if place is None:
             return
-        table, part, places, ts_attr = place
+        table, part, places, ts_attr, times, records, hashes, heads, parts, width, offset = (
+            place)
         if evicted and len(getattr(posts, attr)) < places:
             table.write(posts.slot, part, getattr(posts, attr), getattr(posts, ts_attr))
             return
         slot = posts.slot
-        parts = len(table.parts)
-        heads = table.heads
-        head = heads[slot * parts + part]
-        at = slot * table.width + table.parts[part][1] + head
-        table.times[at] = post.created_at
-        table.records[at] = post
-        table.hashes[at] = hash(post.post_id)
-        heads[slot * parts + part] = head + 1 if head + 1 < places else 0
+        head_at = slot * parts + part
+        head = heads[head_at]
+        at = slot * width + offset + head
+        times[at] = post.created_at
+        records[at] = post
+        hashes[at] = hash(post.post_id)
+        heads[head_at] = head + 1 if head + 1 < places else 0
 
     def memory_bytes(self) -> int:
         """The tables' buffers, the slot dict and index (25 bytes a place, plus ~150
