@@ -23,7 +23,8 @@ def assert_rows_match_lists(store: ThunderStore) -> None:
     for table in (serving.main, serving.videos):
         if not table.width:
             continue
-        times, places = table.rows(np.array(slots, dtype=np.intp))
+        times, places, hashes = table.rows(np.array(slots, dtype=np.intp), hashes=True)
+        assert hashes is not None
         for row, author in enumerate(held):
             posts = store.authors[author]
             assert serving.owners[posts.slot] is posts
@@ -35,7 +36,8 @@ def assert_rows_match_lists(store: ThunderStore) -> None:
                 at = places[row, o : o + w].tolist()
                 assert [table.records[i] for i in at[pad:]] == tail
                 assert all(table.records[i] is p for i, p in zip(at[pad:], tail, strict=True))
-                assert [table.hashes[i] for i in at[pad:]] == [hash(p.post_id) for p in tail]
+                assert hashes[row, o + pad : o + w].tolist() == [
+                    float(hash(p.post_id)) for p in tail]
     # A freed slot's rows hold nothing (its records are let go).
     free = set(range(len(serving.owners))) - set(slots)
     for slot in free:
@@ -108,8 +110,13 @@ def test_slot_index_survives_growth_removals_and_colliding_hashes() -> None:
     for slot, name in enumerate(names):
         index.add(name, slot)
         slot_of[name] = slot
+    index.lookup(names[:1])  # puts the added in the table (a rebuild)
     for name in names[::2]:
         index.remove(name, slot_of.pop(name))
+    index.add(SameHash("s0"), 8999)
+    slot_of[SameHash("s0")] = 8999
+    index.lookup(names[:1])  # s0 goes in without a rebuild
+    assert len(index.keys) >= 4 * 5000
     for slot, name in enumerate(["r1", "r2", SameHash("s1"), SameHash("s2")], 9000):
         index.add(name, slot)
         slot_of[name] = slot
@@ -117,4 +124,5 @@ def test_slot_index_survives_growth_removals_and_colliding_hashes() -> None:
     expected = [slot_of.get(n, -1) for n in wanted]
     assert index.lookup(wanted).tolist() == expected
     assert expected[-4:] == [9002, 9003, -1, -1]
+    assert index.shared == {42}
     assert index.used * 2 <= len(index.keys)

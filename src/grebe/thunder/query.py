@@ -40,13 +40,16 @@ def select(
     if limit <= 0 or not len(held) or not table.width:
         return [], 0, 0
     width = table.width
-    times, places = table.rows(held)  # (authors, width): one read per author
-    rebuilt = _Rebuilt(len(table.records))
     exclude = query.exclude_post_ids
     if exclude and not isinstance(exclude, set | frozenset):
         exclude = set(exclude)
+    # (authors, width): one stretch of memory read per author.
+    times, places, hashes = table.rows(held, hashes=bool(exclude))
+    rebuilt = _Rebuilt(len(table.records))
     if exclude:
-        _exclude(exclude, held, table, times, places, serving.owners, rebuilt, max_scan)
+        assert hashes is not None
+        _exclude(exclude, held, table, times, places, hashes, serving.owners, rebuilt,
+                 max_scan)
     # Kind by kind (originals, then replies and retweets), each in following order,
     # each author's oldest first: the newest k places of each row that hold a post.
     every: list[np.ndarray] = []
@@ -122,7 +125,8 @@ class _Rebuilt:
 
 def _exclude(
     exclude: Collection[str], held: np.ndarray, table: ServingTable, times: np.ndarray,
-    places: np.ndarray, owners: list[AuthorPosts | None], rebuilt: _Rebuilt, max_scan: int,
+    places: np.ndarray, hashes: np.ndarray, owners: list[AuthorPosts | None],
+    rebuilt: _Rebuilt, max_scan: int,
 ) -> None:
     """Leave holes in `times` where the followed rows hold an excluded post, and only
     the newest `max_scan` places of each kind; a row left with fewer than k posts of a
@@ -133,8 +137,10 @@ def _exclude(
     and only a match's record is read to confirm it: looking each excluded id up
     in the store would cost ~1 us each, and a seen list holds up to `max_excluded`."""
     records = table.records
-    wanted = np.fromiter(map(hash, exclude), dtype=np.int64, count=len(exclude))
-    match = np.isin(table.hashes_at(places), wanted) & (times != NONE)
+    # As the rows hold them: Python's int -> float (numpy's cast could round apart).
+    wanted = np.fromiter(map(float, map(hash, exclude)), dtype=np.float64,
+                         count=len(exclude))
+    match = np.isin(hashes, wanted) & (times != NONE)
     holed = np.zeros(times.shape, dtype=bool)
     for row, col in zip(*(axis.tolist() for axis in np.nonzero(match)), strict=True):
         post = records[places[row, col]]

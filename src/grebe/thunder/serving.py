@@ -38,18 +38,21 @@ _post_id = attrgetter("post_id")
 
 
 class ServingTable:
-    """Rows of `width` places per slot, place `slot * width + offset + i`: `times` (a
-    flat `array('d')`), `records` (a flat list) and `hashes` (of the records' post ids,
-    `array('q')`: a query matches excluded ids against them in numpy, reading no
-    record). `parts` are the kinds in a row: (list attribute, offset, k, places).
+    """Rows of `width` places per slot. A slot's cells (`cells`, a flat `array('d')`,
+    `stride` a slot) are its kinds' ring heads, then for each place its post's time
+    and its post id's hash (as a double: a query matches excluded ids against them in
+    numpy, reading only a match's record), side by side so that writing a post
+    touches one stretch of memory; the records are in `records` (a flat list, place
+    `slot * width + offset + i`). `parts` are the kinds in a row: (list attribute,
+    offset, k, places).
 
-    Each kind's places are a ring: `heads[slot * len(parts) + part]` is the place of
-    its oldest post, so a new newest post overwrites one place
-    (`ServingRows.appended`) instead of moving the others, which would touch every
-    record's reference count; `rows` gives the rows in order, oldest -> newest."""
+    Each kind's places are a ring: its head is the place of its oldest post, so a new
+    newest post overwrites one place (`ServingRows.appended`) instead of moving the
+    others, which would touch every record's reference count; `rows` gives the rows
+    in order, oldest -> newest."""
 
-    __slots__ = ("_pad_hashes", "_pad_records", "_pad_times", "hashes", "heads", "parts",
-                 "records", "times", "width")
+    __slots__ = ("_empty_cells", "_pad_records", "cells", "parts", "records", "stride",
+                 "width")
 
     def __init__(self, parts: list[tuple[str, int]]) -> None:
         self.parts: list[tuple[str, int, int, int]] = []
@@ -59,65 +62,55 @@ class ServingTable:
                 self.parts.append((attr, offset, k, k * HEADROOM))
                 offset += k * HEADROOM
         self.width = offset
-        self.times = array("d")
-        self.hashes = array("q")
-        self.heads = array("q")
+        self.stride = len(self.parts) + 2 * offset
+        self.cells = array("d")
         self.records: list[LightPost | None] = []
-        self._pad_times = array("d", [NONE] * offset)
-        self._pad_hashes = array("q", [0] * offset)
+        self._empty_cells = array("d", [0.0] * len(self.parts) + [NONE, 0.0] * offset)
         self._pad_records: list[LightPost | None] = [None] * offset
 
     def grow(self, slots: int) -> None:
         """Make room for `slots` slots (rows never shrink: freed slots are reused)."""
-        missing = slots - len(self.heads) // max(1, len(self.parts))
-        if missing > 0:
-            self.times.extend(array("d", [NONE]) * (missing * self.width))
-            self.hashes.extend(array("q", [0]) * (missing * self.width))
+        missing = slots - len(self.cells) // max(1, self.stride)
+        if missing > 0 and self.width:
+            self.cells.extend(self._empty_cells * missing)
             self.records.extend([None] * (missing * self.width))
-            self.heads.extend(array("q", [0]) * (missing * len(self.parts)))
 
-    def rows(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The times and places (indices into `records` and `hashes`) of these slots'
-        rows, shape (len(slots), width), each kind's places oldest -> newest."""
-        times = np.frombuffer(self.times, dtype=np.float64).reshape(-1, self.width)[slots]
-        heads = np.frombuffer(self.heads, dtype=np.int64).reshape(-1, len(self.parts))[slots]
-        cols = np.empty(times.shape, dtype=np.intp)
+    def rows(self, slots: np.ndarray, hashes: bool = False
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """The times, places (indices into `records`) and, when asked, post id hashes
+        of these slots' rows, shape (len(slots), width), each kind oldest -> newest."""
+        cells = np.frombuffer(self.cells, dtype=np.float64).reshape(-1, self.stride)[slots]
+        # The view ends here: `cells` may grow again once the query is done.
+        n = len(self.parts)
+        heads = cells[:, :n].astype(np.intp)
+        cols = np.empty((len(slots), self.width), dtype=np.intp)
         for j, (_, o, _, w) in enumerate(self.parts):
             cols[:, o : o + w] = o + (heads[:, j : j + 1] + np.arange(w)) % w
-        # The numpy views above end here: `times` may grow again once they are gone.
-        return (np.take_along_axis(times, cols, axis=1),
-                slots[:, None] * self.width + cols)
-
-    def hashes_at(self, places: np.ndarray) -> np.ndarray:
-        return np.frombuffer(self.hashes, dtype=np.int64)[places]
+        return (np.take_along_axis(cells[:, n::2], cols, axis=1),
+                slots[:, None] * self.width + cols,
+                np.take_along_axis(cells[:, n + 1 :: 2], cols, axis=1) if hashes else None)
 
     def write(self, slot: int, part: int, posts: list[LightPost],
               times: array[float]) -> None:
         """Copy the newest places of `posts` (and their `times`) into the row's kind
         `part`, in order (its head back at its first place)."""
         _, offset, _, places = self.parts[part]
+        base = slot * self.stride
+        n = min(len(times), places)
+        newest = posts[len(posts) - n :]
+        cells = [NONE, 0.0] * (places - n)
+        for created, post in zip(times[len(times) - n :], newest, strict=True):
+            cells += (created, float(hash(post.post_id)))
+        self.cells[base + part] = 0.0
+        at = base + len(self.parts) + 2 * offset
+        self.cells[at : at + 2 * places] = array("d", cells)
         at = slot * self.width + offset
-        n = len(times)
-        self.heads[slot * len(self.parts) + part] = 0
-        if n >= places:
-            newest = posts[n - places :]
-            self.times[at : at + places] = times[n - places :]
-            self.records[at : at + places] = newest
-            self.hashes[at : at + places] = array("q", map(hash, map(_post_id, newest)))
-        else:
-            pad = places - n
-            self.times[at : at + places] = self._pad_times[:pad] + times
-            self.records[at : at + places] = [*self._pad_records[:pad], *posts]
-            self.hashes[at : at + places] = self._pad_hashes[:pad] + array(
-                "q", map(hash, map(_post_id, posts)))
+        self.records[at : at + places] = [*self._pad_records[: places - n], *newest]
 
     def clear(self, slot: int) -> None:
+        self.cells[slot * self.stride : (slot + 1) * self.stride] = self._empty_cells
         at = slot * self.width
-        self.times[at : at + self.width] = self._pad_times
-        self.hashes[at : at + self.width] = self._pad_hashes
         self.records[at : at + self.width] = self._pad_records  # let the records go
-        for part in range(len(self.parts)):
-            self.heads[slot * len(self.parts) + part] = 0
 
 
 class SlotIndex:
@@ -143,6 +136,7 @@ class SlotIndex:
         self.slots = np.full(1024, -1, dtype=np.intp)
         self.used = 0  # keys and GONE places
         self.shared: set[int] = set()  # hashes held by two authors (see class doc)
+        self._pending: dict[str, int] = {}  # added since the last lookup
 
     @staticmethod
     def _keys(ids: Sequence[str]) -> np.ndarray:
@@ -167,6 +161,8 @@ class SlotIndex:
 
     def lookup(self, ids: Sequence[str]) -> np.ndarray:
         """The slot of each id, -1 for an author not held."""
+        if self._pending:
+            self._flush()
         keys = self._keys(ids)
         at = self._probe(keys)
         out = np.where(at >= 0, self.slots[at], -1)
@@ -176,24 +172,14 @@ class SlotIndex:
         return out
 
     def add(self, author_id: str, slot: int) -> None:
-        if 2 * (self.used + 1) > len(self.keys):
-            self._rebuild()
-        key = hash(author_id) or 1  # as `_keys`; Python ints: no numpy scalars here
-        item, mask = self.keys.item, len(self.keys) - 1
-        at = key & mask
-        held = item(at)
-        while held != self.EMPTY and held != self.GONE:
-            if held == key:
-                self.shared.add(key)
-            at = (at + 1) & mask
-            held = item(at)
-        if held == self.EMPTY:
-            self.used += 1
-        self.keys[at] = key
-        self.slots[at] = slot
+        """Noted now, put in the table by the next lookup, with the others added
+        meanwhile, in numpy: one by one cost ~4 us an author (ingest adds thousands)."""
+        self._pending[author_id] = slot
 
     def remove(self, author_id: str, slot: int) -> None:
-        key = hash(author_id) or 1
+        if self._pending.pop(author_id, None) is not None:
+            return
+        key = hash(author_id) or 1  # as `_keys`; Python ints: no numpy scalars here
         item, mask = self.keys.item, len(self.keys) - 1
         at = key & mask
         while (held := item(at)) != self.EMPTY:
@@ -203,19 +189,28 @@ class SlotIndex:
                 return
             at = (at + 1) & mask
 
-    def _rebuild(self) -> None:
-        """A table four times the authors held (so at most a quarter full), filled in
-        numpy: each round places the keys whose place is free, the first of any that
-        want the same place; the others move on one place."""
-        size = 1024
-        while size < 4 * (len(self.slot_of) + 1):
-            size *= 2
-        ids = list(self.slot_of)
-        keys = self._keys(ids)
-        slots = np.fromiter(self.slot_of.values(), dtype=np.intp, count=len(ids))
-        table = np.zeros(size, dtype=np.int64)
-        values = np.full(size, -1, dtype=np.intp)
-        at = keys & (size - 1)
+    def _flush(self) -> None:
+        """Put the authors added since the last lookup in the table (rebuilt from
+        `slot_of`, which holds them too, when it would be more than half full)."""
+        pending, self._pending = self._pending, {}
+        if 2 * (self.used + len(pending)) > len(self.keys):
+            self._rebuild()
+            return
+        keys = self._keys(list(pending))
+        slots = np.fromiter(pending.values(), dtype=np.intp, count=len(keys))
+        unique, counts = np.unique(keys, return_counts=True)
+        self.shared.update(unique[counts > 1].tolist())
+        self.shared.update(keys[self._probe(keys) >= 0].tolist())
+        self._place(self.keys, self.slots, keys, slots)
+        self.used += len(keys)
+
+    def _place(self, table: np.ndarray, values: np.ndarray, keys: np.ndarray,
+               slots: np.ndarray) -> None:
+        """Put `keys` (-> `slots`) in the free places of `table`, in numpy: each round
+        places the keys whose place is free, the first of any that want the same
+        place; the others move on one place."""
+        mask = len(table) - 1
+        at = keys & mask
         todo = np.arange(len(keys))
         done = np.zeros(len(keys), dtype=bool)
         while len(todo):
@@ -225,8 +220,19 @@ class SlotIndex:
             values[at[placed]] = slots[placed]
             done[placed] = True
             todo = todo[~done[todo]]
-            at[todo] = (at[todo] + 1) & (size - 1)
-        self.keys, self.slots, self.used = table, values, len(ids)
+            at[todo] = (at[todo] + 1) & mask
+
+    def _rebuild(self) -> None:
+        """A table four times the authors held (so at most a quarter full)."""
+        size = 1024
+        while size < 4 * (len(self.slot_of) + 1):
+            size *= 2
+        keys = self._keys(list(self.slot_of))
+        slots = np.fromiter(self.slot_of.values(), dtype=np.intp, count=len(keys))
+        self.keys = np.zeros(size, dtype=np.int64)
+        self.slots = np.full(size, -1, dtype=np.intp)
+        self._place(self.keys, self.slots, keys, slots)
+        self.used = len(keys)
         unique, counts = np.unique(keys, return_counts=True)
         self.shared = set(unique[counts > 1].tolist())
 
@@ -247,11 +253,11 @@ class ServingRows:
         #: query that looked slots up across yields looks them up again.
         self.generation = 0
         # list attribute -> (table, part, places, timestamps attribute, and for
-        # `appended`: the table's times, records, hashes, heads, parts and width, and
-        # the part's offset).
+        # `appended`: the table's cells, records, stride and width, and the part's
+        # offset and first cell in a row).
         self._places = {
-            attr: (table, part, places, f"{attr}_ts", table.times, table.records,
-                   table.hashes, table.heads, len(table.parts), table.width, offset)
+            attr: (table, part, places, f"{attr}_ts", table.cells, table.records,
+                   table.stride, table.width, offset, len(table.parts) + 2 * offset)
             for table in (self.main, self.videos)
             for part, (attr, offset, _, places) in enumerate(table.parts)}
 
@@ -263,14 +269,14 @@ class ServingRows:
         else:
             slot = len(self.owners)
             self.owners.append(posts)
-            if slot * self.main.width >= len(self.main.records) or (
-                    slot * self.videos.width >= len(self.videos.records)):
+            if (slot + 1) * self.main.stride > len(self.main.cells) or (
+                    (slot + 1) * self.videos.stride > len(self.videos.cells)):
                 grown = slot + max(1024, slot // 8)  # amortised, ~12% slack
                 self.main.grow(grown)
                 self.videos.grow(grown)
         posts.slot = slot
-        self.index.add(posts.author_id, slot)  # first: it may rebuild from `slot_of`
         self.slot_of[posts.author_id] = slot
+        self.index.add(posts.author_id, slot)
 
     def drop(self, posts: AuthorPosts) -> None:
         """Free a removed author's slot and empty its rows."""
@@ -299,25 +305,23 @@ class ServingRows:
         place = self._places.get(attr)
         if place is None:
             return
-        table, part, places, ts_attr, times, records, hashes, heads, parts, width, offset = (
-            place)
+        table, part, places, ts_attr, cells, records, stride, width, offset, first = place
         if evicted and len(getattr(posts, attr)) < places:
             table.write(posts.slot, part, getattr(posts, attr), getattr(posts, ts_attr))
             return
         slot = posts.slot
-        head_at = slot * parts + part
-        head = heads[head_at]
-        at = slot * width + offset + head
-        times[at] = post.created_at
-        records[at] = post
-        hashes[at] = hash(post.post_id)
-        heads[head_at] = head + 1 if head + 1 < places else 0
+        base = slot * stride
+        head = int(cells[base + part])
+        at = base + first + 2 * head
+        cells[at] = post.created_at
+        cells[at + 1] = float(hash(post.post_id))
+        records[slot * width + offset + head] = post
+        cells[base + part] = head + 1 if head + 1 < places else 0
 
     def memory_bytes(self) -> int:
         """The tables' buffers, the slot dict and index (25 bytes a place, plus ~150
         bytes an author; the author id strings are the store's)."""
-        tables = sum(len(t.times) * 8 + len(t.hashes) * 8 + len(t.records) * 8
-                     + len(t.heads) for t in (self.main, self.videos))
+        tables = sum(len(t.cells) * 8 + len(t.records) * 8 for t in (self.main, self.videos))
         return (tables + sys.getsizeof(self.slot_of) + sys.getsizeof(self.owners)
                 + sys.getsizeof(self._free) + self.index.keys.nbytes
                 + self.index.slots.nbytes)
