@@ -101,6 +101,10 @@ def select(
     return out, len(picked), rebuilt.authors(out_places, width)
 
 
+def _id_of(post: LightPost | None) -> str | None:
+    return post.post_id if post is not None else None
+
+
 class _Rebuilt:
     """Records of the rows a query rebuilt from an author's lists (more excluded posts
     than a row has room for): `places` point to them from `start` (past the table's
@@ -140,12 +144,13 @@ def _exclude(
     # As the rows hold them: Python's int -> float (numpy's cast could round apart).
     wanted = np.fromiter(map(float, map(hash, exclude)), dtype=np.float64,
                          count=len(exclude))
-    match = np.isin(hashes, wanted) & (times != NONE)
+    rows, cols = np.nonzero(np.isin(hashes, wanted) & (times != NONE))
+    # A place with a time holds a record; a matching hash is confirmed by its id.
+    confirmed = np.fromiter(
+        (_id_of(records[at]) in exclude for at in places[rows, cols].tolist()),
+        dtype=bool, count=len(rows))
     holed = np.zeros(times.shape, dtype=bool)
-    for row, col in zip(*(axis.tolist() for axis in np.nonzero(match)), strict=True):
-        post = records[places[row, col]]
-        if post is not None and post.post_id in exclude:
-            holed[row, col] = True
+    holed[rows[confirmed], cols[confirmed]] = True
     # A full row may have older posts in its author's list (within `max_scan`).
     full = {o: times[:, o] != NONE for _, o, _, w in table.parts if w < max_scan}
     times[holed] = NONE
