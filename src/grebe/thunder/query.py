@@ -9,10 +9,12 @@ viewer), and the post replied to is by a followed author, the viewer, or the rep
 self-thread).
 
 How: the followed authors' rows of the serving table (serving.py: each author's newest
-k of each kind, times and records) are fancy-indexed by slot in one step; an author
-whose row holds an excluded post has that row rebuilt from its lists; the newest are
-partitioned out, and only then are records read: the ones returned, plus the replies
-checked against the reply rule on the way. Candidates are in the order originals, then
+2k of each kind: times, id hashes and records) are fancy-indexed by slot in one step;
+excluded posts found in them (by hash, then confirmed by id) leave holes, each row
+gives its newest k, and a row left with fewer than k of a kind while its author's
+list has more is rebuilt from that list; the newest are partitioned out, and only then
+are records read: the ones returned, plus the replies checked against the reply rule
+on the way. Candidates are in the order originals, then
 replies and retweets, each in following order, each author's oldest first: equal times
 keep that order. Reading each author's own lists (~10 scattered reads an author) was
 most of the cost before (bench/thunder.py, docs/benchmarks.md).
