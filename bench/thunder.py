@@ -4,7 +4,7 @@ Prints, side by side in one run:
   * record layouts (tuple, __slots__ class, msgspec Struct gc=False): bytes and GC cost;
   * ingest events/s: store.apply of decoded events, and decode(JSON)+apply;
   * query p50/p99 (wall clock and CPU time): in process (also with a "seen" list of
-    500 excluded ids), and over gRPC on 127.0.0.1 (client and server share this
+    500 excluded ids, and of 10,000), and over gRPC on 127.0.0.1 (client and server share this
     process's event loop, calls made one at a time);
   * a baseline: the obvious store (per-author lists of tuples, a query gathers every post
     of the followed authors and sorts them) on the same data, and the ratios.
@@ -186,6 +186,10 @@ def main() -> None:
     print(f"\nstore: {len(store):,} posts, {store.author_count:,} authors "
           f"(max RSS {rss / 1024:.0f} MiB, +{(rss - rss0) / 1024:.0f} MiB while loading "
           "both stores and the event chunks)")
+    serving = getattr(store, "serving", None)  # absent from a store before issue 13's rows
+    if serving is not None:
+        print(f"  serving rows (slots, index, rows of each author's newest posts): "
+              f"{serving.memory_bytes() / 2**20:.0f} MiB of the above")
     print("ingest (in process, one core; wall clock, and per CPU-second):")
     print(f"  apply decoded events       {applied / apply_s:10,.0f} events/s   "
           f"{applied / apply_cpu:10,.0f} /CPU-s")
@@ -237,6 +241,28 @@ def main() -> None:
         ex_lat.append(time.perf_counter() - t0)
         ex_cpu.append(time.thread_time() - c0)
     print(f"query in process excluding ~{statistics.mean(map(len, seen)):.0f} seen ids:")
+    for name, xs in (("thunder store", ex_lat), ("  (CPU time)", ex_cpu)):
+        print(f"  {name:18s} p50 {pct(xs, 50) * 1e3:6.2f} ms   p99 {pct(xs, 99) * 1e3:6.2f} ms")
+
+    # A seen list near the feed's `max_seen` (10,000): the newest original of each
+    # followed author, then random held posts; fresh strings, as parsed from a request.
+    held = list(store.by_id)
+    pick = random.Random(5)
+    long_seen = []
+    for following in viewers:
+        ids = seen_ids(store, following, len(following))
+        while len(ids) < 10_000:
+            ids.add(pick.choice(held))
+        long_seen.append({(i + "x")[:-1] for i in ids})
+    ex_lat, ex_cpu = [], []
+    for q in range(args.queries):
+        query = InNetworkQuery(user_id="viewer", following_user_ids=viewers[q % len(viewers)],
+                               exclude_post_ids=long_seen[q % len(viewers)])
+        t0, c0 = time.perf_counter(), time.thread_time()
+        store.get_in_network_posts(query)
+        ex_lat.append(time.perf_counter() - t0)
+        ex_cpu.append(time.thread_time() - c0)
+    print("query in process excluding 10,000 seen ids:")
     for name, xs in (("thunder store", ex_lat), ("  (CPU time)", ex_cpu)):
         print(f"  {name:18s} p50 {pct(xs, 50) * 1e3:6.2f} ms   p99 {pct(xs, 99) * 1e3:6.2f} ms")
 

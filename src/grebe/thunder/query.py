@@ -8,76 +8,83 @@ followed author's conversation: the conversation's root author is followed (or i
 viewer), and the post replied to is by a followed author, the viewer, or the replier (a
 self-thread).
 
-How: the followed authors' timestamp arrays are joined into one numpy array, each
-author's newest k (and the holes excluded ids leave) are marked, the newest are
-partitioned out, and only then are records read: the ones returned, plus the replies
-checked against the reply rule on the way. Reading every candidate record (scattered in
-memory) was most of the cost before (bench/thunder.py, docs/benchmarks.md).
+How: the followed authors' rows of the serving table (serving.py: each author's newest
+2k of each kind: times, id hashes and records) are fancy-indexed by slot in one step;
+excluded posts found in them (by hash, then confirmed by id) leave holes, each row
+gives its newest k, and a row left with fewer than k of a kind while its author's
+list has more is rebuilt from that list; the newest are partitioned out, and only then
+are records read: the ones returned, plus the replies checked against the reply rule
+on the way. Candidates are in the order originals, then
+replies and retweets, each in following order, each author's oldest first: equal times
+keep that order. Reading each author's own lists (~10 scattered reads an author) was
+most of the cost before (bench/thunder.py, docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Collection, Iterator
-from operator import attrgetter
 
 import numpy as np
 
-from grebe.thunder.records import AuthorPosts, InNetworkQuery, LightPost, position
-from grebe.thunder.settings import ThunderSettings
-
-_by_created = attrgetter("created_at")
+from grebe.thunder.records import AuthorPosts, InNetworkQuery, LightPost
+from grebe.thunder.serving import NONE, ServingRows, ServingTable
 
 
 def select(
-    query: InNetworkQuery, found: list[AuthorPosts], settings: ThunderSettings,
-    by_id: dict[str, LightPost],
+    query: InNetworkQuery, slots: np.ndarray, serving: ServingRows, max_scan: int,
 ) -> tuple[list[LightPost], int, int]:
     """The `max_results` newest posts under the per-author caps, newest first, how
     many posts the caps took (before the reply rule), and how many distinct authors
-    the posts have."""
+    the posts have. `slots` are the followed authors' slots (-1: not held)."""
     limit = query.max_results
-    segments = _segments(query, found, settings, by_id)
-    if segments is None or limit <= 0:
+    table = serving.videos if query.is_video_request else serving.main
+    held = slots[slots >= 0]
+    if limit <= 0 or not len(held) or not table.width:
         return [], 0, 0
-    lens = np.fromiter(map(len, segments.stamps), dtype=np.intp,
-                       count=len(segments.stamps))
-    ends = np.cumsum(lens)
-    starts = ends - lens
-    total = int(ends[-1])
-    if not total:
-        return [], 0, 0
-    every = np.frombuffer(b"".join(segments.stamps), dtype=np.float64)
-    segment_of = np.repeat(np.arange(len(lens)), lens)
-    k_of = np.repeat(segments.caps, segments.sizes)[segment_of]
-    if segments.holes:
-        # Excluded posts leave holes: the newest k of each segment not excluded,
-        # counting the kept posts from each one to its segment's end.
-        holes = np.array(segments.holes, dtype=np.intp)
-        keep = np.ones(total, dtype=bool)
-        keep[starts[holes[:, 0]] + holes[:, 1]] = False
-        kept_after = np.zeros(total + 1, dtype=np.intp)
-        kept_after[:total] = np.cumsum(keep[::-1])[::-1]
-        # Only the newest `max_scan_per_author` of each list are looked at.
-        picked = np.flatnonzero(
-            keep & (kept_after[:total] - kept_after[ends[segment_of]] <= k_of)
-            & (ends[segment_of] - np.arange(total) <= settings.max_scan_per_author))
-    else:
-        # The newest k of each segment: at most k from its end.
-        picked = np.flatnonzero(ends[segment_of] - np.arange(total) <= k_of)
-    seqs, first_secondary = segments.seqs, segments.first_secondary
+    width = table.width
+    exclude = query.exclude_post_ids
+    if exclude and not isinstance(exclude, set | frozenset):
+        exclude = set(exclude)
+    # (authors, width): one stretch of memory read per author.
+    times, places, hashes = table.rows(held, hashes=bool(exclude))
+    rebuilt = _Rebuilt(len(table.records))
+    if exclude:
+        assert hashes is not None
+        _exclude(exclude, held, table, times, places, hashes, serving.owners, rebuilt,
+                 max_scan)
+    # Kind by kind (originals, then replies and retweets), each in following order,
+    # each author's oldest first: the newest k places of each row that hold a post.
+    every: list[np.ndarray] = []
+    where: list[np.ndarray] = []
+    first_secondary = -1  # candidates from here on are replies and retweets
+    for attr, o, k, w in table.parts:
+        if attr == "secondary":
+            first_secondary = sum(len(part) for part in every)
+        block = times[:, o : o + w]
+        if exclude:
+            keep = block != NONE
+            taken = keep & (np.cumsum(keep[:, ::-1], axis=1)[:, ::-1] <= k)
+            every.append(block[taken])
+            where.append(places[:, o : o + w][taken])
+        else:
+            every.append(block[:, w - k :].ravel())
+            where.append(places[:, o + w - k : o + w].ravel())
+    every_time, every_place = np.concatenate(every), np.concatenate(where)
+    picked = np.flatnonzero(every_time != NONE)
+    if first_secondary < 0:
+        first_secondary = len(every_time)
+    records = table.records
+    stored = rebuilt.start
     allowed: set[str] | None = None
     out: list[LightPost] = []
-    append = out.append
-    out_segments: list[int] = []  # the segment of each post in `out`
-    add_segment = out_segments.append
-    for order in _newest_first(every[picked], limit):
-        taken = picked[order]
-        segment = segment_of[taken]
-        for seg, i in zip(segment.tolist(), (taken - starts[segment]).tolist(),
-                          strict=True):
-            post = seqs[seg][i]
-            if seg >= first_secondary >= 0 and post.in_reply_to_post_id is not None:
+    out_places: list[int] = []
+    for order in _newest_first(every_time[picked], limit):
+        taken_now = picked[order]
+        at = every_place[taken_now].tolist()
+        for candidate, place in zip(taken_now.tolist(), at, strict=True):
+            post = records[place] if place < stored else rebuilt.records[place - stored]
+            assert post is not None  # a place with a time holds a record
+            if candidate >= first_secondary and post.in_reply_to_post_id is not None:
                 if allowed is None:
                     allowed = set(query.following_user_ids)
                     allowed.add(query.user_id)
@@ -89,108 +96,89 @@ def select(
                     and post.in_reply_to_author_id != post.author_id
                 ):
                     continue
-            append(post)
-            add_segment(seg)
+            out.append(post)
+            out_places.append(place)
             if len(out) == limit:
-                return out, len(picked), _authors(out_segments, found)
-    return out, len(picked), _authors(out_segments, found)
+                return out, len(picked), rebuilt.authors(out_places, width)
+    return out, len(picked), rebuilt.authors(out_places, width)
 
 
-def _authors(out_segments: list[int], found: list[AuthorPosts]) -> int:
-    """Distinct authors of the posts taken from these segments. Each kind has one
-    segment per entry of `found`, so a segment's author is `found[segment % len]`;
-    counted by the identity of those (already read) objects, not by each post's
-    author id string: reading 800 of those, scattered in memory, cost ~0.4 ms per
-    answer on a loaded box (docs/benchmarks.md)."""
-    n = len(found)
-    rows = np.unique(np.array(out_segments, dtype=np.intp) % n).tolist()
-    return len(set(map(id, map(found.__getitem__, rows))))
+def _id_of(post: LightPost | None) -> str | None:
+    return post.post_id if post is not None else None
 
 
-def _segments(
-    query: InNetworkQuery, found: list[AuthorPosts], settings: ThunderSettings,
-    by_id: dict[str, LightPost],
-) -> _Segments | None:
-    """One segment per (kind, followed author): its record list and timestamps
-    (the author's own array, not a copy; a filtered copy for an author with an
-    excluded post). None when the caps take nothing."""
-    s = settings
-    exclude = query.exclude_post_ids
-    if exclude and not isinstance(exclude, set | frozenset):
-        exclude = set(exclude)
-    if query.is_video_request:
-        kinds = [("videos", "videos_ts", s.serve_videos_per_author)]
-    else:
-        kinds = [("originals", "originals_ts", s.serve_originals_per_author),
-                 ("secondary", "secondary_ts", s.serve_secondary_per_author)]
-    out = _Segments()
-    # A long exclude list: filter every followed author's lists (a scan of each);
-    # a short one: look each excluded id up and leave a hole where it is.
-    scan_all = bool(exclude) and len(exclude) > 4 * len(found)
-    read: list[tuple[int, str, str]] = []  # (first segment, list, times) per kind
-    for attr, ts_attr, k in kinds:
-        if attr == "secondary":
-            out.first_secondary = len(out.seqs)
-        if not k:
+class _Rebuilt:
+    """Records of the rows a query rebuilt from an author's lists (more excluded posts
+    than a row has room for): `places` point to them from `start` (past the table's
+    own places) on; `slots` is each one's author's slot."""
+
+    __slots__ = ("records", "slots", "start")
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        self.records: list[LightPost | None] = []
+        self.slots: list[int] = []
+
+    def authors(self, out_places: list[int], width: int) -> int:
+        """Distinct authors of the posts at these places, counted by slot (a place's
+        row), not by each post's author id string: reading 800 of those, scattered in
+        memory, cost ~0.4 ms per answer on a loaded box (docs/benchmarks.md)."""
+        if not self.records:
+            return int(np.unique(np.array(out_places, dtype=np.intp) // width).size)
+        start = self.start
+        return len({p // width if p < start else self.slots[p - start] for p in out_places})
+
+
+def _exclude(
+    exclude: Collection[str], held: np.ndarray, table: ServingTable, times: np.ndarray,
+    places: np.ndarray, hashes: np.ndarray, owners: list[AuthorPosts | None],
+    rebuilt: _Rebuilt, max_scan: int,
+) -> None:
+    """Leave holes in `times` where the followed rows hold an excluded post, and only
+    the newest `max_scan` places of each kind; a row left with fewer than k posts of a
+    kind is rebuilt from its author's list (its newest k not excluded, of the newest
+    `max_scan`), pointing `places` at `rebuilt`.
+
+    Excluded ids are found by hash in numpy (the rows carry their posts' id hashes),
+    and only a match's record is read to confirm it: looking each excluded id up
+    in the store would cost ~1 us each, and a seen list holds up to `max_excluded`."""
+    records = table.records
+    # As the rows hold them: Python's int -> float (numpy's cast could round apart).
+    wanted = np.fromiter(map(float, map(hash, exclude)), dtype=np.float64,
+                         count=len(exclude))
+    rows, cols = np.nonzero(np.isin(hashes, wanted) & (times != NONE))
+    # A place with a time holds a record; a matching hash is confirmed by its id.
+    confirmed = np.fromiter(
+        (_id_of(records[at]) in exclude for at in places[rows, cols].tolist()),
+        dtype=bool, count=len(rows))
+    holed = np.zeros(times.shape, dtype=bool)
+    holed[rows[confirmed], cols[confirmed]] = True
+    # A full row may have older posts in its author's list (within `max_scan`).
+    full = {o: times[:, o] != NONE for _, o, _, w in table.parts if w < max_scan}
+    times[holed] = NONE
+    for attr, o, k, w in table.parts:
+        if w > max_scan:  # only the newest `max_scan` are looked at
+            times[:, o : o + w - max_scan] = NONE
+        if o not in full:
             continue
-        read.append((len(out.seqs), attr, ts_attr))
-        seqs = list(map(attrgetter(attr), found))
-        stamps = list(map(attrgetter(ts_attr), found))
-        if scan_all:
-            scan = s.max_scan_per_author
-            for i, records in enumerate(seqs):
-                seqs[i] = kept = _newest(records[-scan:], k, exclude)
-                stamps[i] = array("d", map(_by_created, kept))
-        out.seqs += seqs
-        out.stamps += stamps
-        out.caps.append(k)
-        out.sizes.append(len(found))
-    if exclude and not scan_all:
-        out.holes = _holes(exclude, found, read, by_id)
-    return out if out.seqs else None
-
-def _holes(
-    exclude: Collection[str], found: list[AuthorPosts],
-    read: list[tuple[int, str, str]], by_id: dict[str, LightPost],
-) -> list[tuple[int, int]]:
-    """(segment, position) of each excluded post in the lists a query reads."""
-    where: dict[str, list[int]] = {}  # author -> its indices in `found`
-    for i, author in enumerate(found):
-        where.setdefault(author.author_id, []).append(i)
-    holes: list[tuple[int, int]] = []
-    for pid in exclude:
-        post = by_id.get(pid)
-        if post is None:
-            continue
-        slots = where.get(post.author_id)
-        if slots is None:
-            continue
-        author = found[slots[0]]
-        for first, attr, ts_attr in read:
-            at = position(getattr(author, attr), getattr(author, ts_attr), post)
-            if at is not None:
-                holes += [(first + i, at) for i in slots]
-    return holes
+        block = times[:, o : o + w]
+        short = (full[o] & holed[:, o : o + w].any(axis=1)
+                 & ((block != NONE).sum(axis=1) < k))
+        for row in np.flatnonzero(short).tolist():
+            slot = int(held[row])
+            posts = owners[slot]
+            assert posts is not None  # a followed slot has an author
+            kept = _newest(getattr(posts, attr)[-max_scan:], k, exclude)
+            pad = w - len(kept)
+            block[row] = [NONE] * pad + [p.created_at for p in kept]
+            start = rebuilt.start + len(rebuilt.records)
+            places[row, o : o + w] = range(start, start + w)
+            rebuilt.records += [None] * pad
+            rebuilt.records += kept
+            rebuilt.slots += [slot] * w
 
 
 _NO_INDICES = np.empty(0, dtype=np.intp)
-
-
-class _Segments:
-    """The lists a query reads: `seqs[i]` and its timestamps `stamps[i]`, in kind
-    order then following order; `caps[j]` is the k of the j-th kind and `sizes[j]` its
-    number of segments; replies and retweets start at segment `first_secondary`;
-    `holes` are excluded posts still in the lists."""
-
-    __slots__ = ("caps", "first_secondary", "holes", "seqs", "sizes", "stamps")
-
-    def __init__(self) -> None:
-        self.seqs: list[list[LightPost]] = []
-        self.stamps: list[array[float]] = []
-        self.caps: list[int] = []
-        self.sizes: list[int] = []
-        self.first_secondary = -1  # none
-        self.holes: list[tuple[int, int]] = []  # (segment, position) of excluded posts
 
 
 def _newest_first(times: np.ndarray, limit: int) -> Iterator[np.ndarray]:

@@ -70,8 +70,8 @@ class AuthorPosts:
     only the records it returns."""
 
     __slots__ = (
-        "author_id", "originals", "originals_ts", "secondary", "secondary_ts", "videos",
-        "videos_ts",
+        "author_id", "originals", "originals_ts", "secondary", "secondary_ts", "slot",
+        "videos", "videos_ts",
     )
 
     def __init__(self, author_id: str) -> None:
@@ -82,11 +82,20 @@ class AuthorPosts:
         self.secondary_ts = new_times()
         self.videos: list[LightPost] = []
         self.videos_ts = new_times()
+        self.slot = -1  # its rows in the serving tables (serving.py); set by the store
 
     def main_lists(self, post: LightPost) -> tuple[list[LightPost], array[float]]:
         if post.in_reply_to_post_id is not None or post.source_post_id is not None:
             return self.secondary, self.secondary_ts
         return self.originals, self.originals_ts
+
+    @staticmethod
+    def main_kind(post: LightPost) -> str:
+        """The name of the list of `post`'s kind (its attribute): "originals" or
+        "secondary"."""
+        if post.in_reply_to_post_id is not None or post.source_post_id is not None:
+            return "secondary"
+        return "originals"
 
     def empty(self) -> bool:
         return not (self.originals or self.secondary or self.videos)

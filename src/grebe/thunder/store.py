@@ -15,6 +15,9 @@ Layout
     step on every insert, eviction, delete and trim (and bisected by them).
   * `by_id` for deletes, `tombstones` so a deleted id is never served and a late or
     redelivered create for it is ignored.
+  * `serving` (serving.py): each author's slot and one row of its newest servable
+    posts (times, records, id hashes), copied from the lists on every change to them:
+    what a query reads, one row per followed author.
 
 Rules
   * Retention (default two days): older creates are ignored; `trim()` drops expired
@@ -32,17 +35,19 @@ Rules
 
 Query (`query.py`): the caps take ~7,000 posts of 1,000 followed authors, and 800 are
 returned, newest first (equal times in candidate order: originals, then replies and
-retweets, each in following order, each author's oldest first), reading only the
-records returned; the serving caps and the reply rule are described there.
+retweets, each in following order, each author's oldest first), reading the followed
+authors' serving rows and only the records returned; the serving caps and the reply
+rule are described there.
 
 Modules: `records.py` (the record, the per-author lists and their list operations),
-`query.py` (the read side), this one (writes, deletes, retention, late parents, and
-the scan that yields between chunks of followed authors).
+`serving.py` (author slots and serving rows), `query.py` (the read side), this one
+(writes, deletes, retention, late parents, and the scan that yields between chunks of
+followed authors).
 
 Thread-safety: one writer and the readers all run on one asyncio event loop. A query
-yields between chunks of followed authors (only looking them up) and reads their posts
-after the last yield, in one synchronous step, so lists and timestamps are read in step;
-a write between two chunks may only make the answer a few ms fresher. No lock is needed
+yields between chunks of followed authors (only looking up their slots) and reads their
+posts after the last yield, in one synchronous step, so rows and records are read in
+step; a write between two chunks may only make the answer a few ms fresher. No lock is needed
 because nothing here awaits; do not call the store from other threads.
 """
 
@@ -51,6 +56,8 @@ from __future__ import annotations
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Generator, Iterable
+
+import numpy as np
 
 from grebe.thunder.events import PostCreate, PostDelete, QuotedPostDelete, ThunderEvent
 from grebe.thunder.query import select
@@ -64,6 +71,7 @@ from grebe.thunder.records import (
     position,
     remove,
 )
+from grebe.thunder.serving import ServingRows
 from grebe.thunder.settings import ThunderSettings
 
 __all__ = ["InNetworkQuery", "InNetworkResult", "LightPost", "ThunderStore"]
@@ -80,6 +88,8 @@ class ThunderStore:
         self.by_id: dict[str, LightPost] = {}
         self.tombstones: dict[str, float] = {}  # post id -> when it was deleted
         self.authors: dict[str, AuthorPosts] = {}
+        #: Each author's newest servable posts in one row (what a query reads).
+        self.serving = ServingRows(s)
         self.newest_created_at = 0.0
         self.ignored_creates = 0  # duplicates, tombstoned, expired, or beyond a cap
         self.future_refused = 0  # creates dated beyond `max_future_skew_s` from now
@@ -195,6 +205,7 @@ class ThunderStore:
                     continue
                 main[at] = new
                 self.by_id[new.post_id] = new
+                self.serving.refresh(posts, posts.main_kind(new))
                 self.resolved_replies += 1
                 self._wait_for_context(event, new)  # e.g. found the parent, not the root
                 if new.conversation_id is not None and new.post_id in self.pending_replies:
@@ -221,12 +232,16 @@ class ThunderStore:
         ):
             self.ignored_creates += 1
             return False
+        serving = self.serving
         if posts is None:
             posts = self.authors[post.author_id] = AuthorPosts(post.author_id)
+            serving.add(posts)
         if post.in_reply_to_post_id is None and post.source_post_id is None:
             main, times, cap = posts.originals, posts.originals_ts, self._cap_originals
+            kind = "originals"
         else:
             main, times, cap = posts.secondary, posts.secondary_ts, self._cap_secondary
+            kind = "secondary"
         if not times or times[-1] <= created:  # the usual case: the newest so far
             main.append(post)
             times.append(created)
@@ -234,6 +249,7 @@ class ThunderStore:
             if len(main) > cap:
                 del times[0]
                 evicted = main.pop(0)
+            serving.appended(posts, kind, post, evicted is not None)
         else:
             inserted, evicted = insert_sorted(main, times, post, cap)
             if not inserted:
@@ -241,14 +257,20 @@ class ThunderStore:
                 self.ignored_creates += 1
                 if posts.empty():
                     del self.authors[post.author_id]
+                    serving.drop(posts)
                 return False
+            serving.refresh(posts, kind)
+        videos_changed = post.video_eligible
         if evicted is not None:
             del by_id[evicted.post_id]
             if evicted.video_eligible:
                 remove(posts.videos, posts.videos_ts, evicted)
+                videos_changed = True
         if post.video_eligible:
             # A video evicted by the video cap stays in its main list and in by_id.
             insert_sorted(posts.videos, posts.videos_ts, post, self._cap_videos)
+        if videos_changed:
+            serving.refresh(posts, "videos")
         if created > self.newest_created_at:
             self.newest_created_at = created
         return True
@@ -262,10 +284,13 @@ class ThunderStore:
         posts = self.authors.get(post.author_id)
         if posts is not None:
             remove(*posts.main_lists(post), post)
+            self.serving.refresh(posts, posts.main_kind(post))
             if post.video_eligible:
                 remove(posts.videos, posts.videos_ts, post)
+                self.serving.refresh(posts, "videos")
             if posts.empty():
                 del self.authors[post.author_id]
+                self.serving.drop(posts)
         return True
 
     def trim(self, now: float | None = None) -> int:
@@ -282,16 +307,16 @@ class ThunderStore:
         so an async caller lets queries run during the trim of a large store."""
         cutoff = (now if now is not None else self.clock()) - self.settings.retention_s
         removed = 0
-        by_id = self.by_id
+        by_id, serving = self.by_id, self.serving
         names = list(self.authors)
         for start in range(0, len(names), chunk):
             for name in names[start : start + chunk]:
                 posts = self.authors.get(name)
                 if posts is None:
                     continue
-                for main, times in (
-                    (posts.originals, posts.originals_ts),
-                    (posts.secondary, posts.secondary_ts),
+                for kind, main, times in (
+                    ("originals", posts.originals, posts.originals_ts),
+                    ("secondary", posts.secondary, posts.secondary_ts),
                 ):
                     n = bisect_left(times, cutoff)
                     if n:
@@ -300,11 +325,15 @@ class ThunderStore:
                         del main[:n]
                         del times[:n]
                         removed += n
+                        serving.refresh(posts, kind)
                 n = bisect_left(posts.videos_ts, cutoff)
-                del posts.videos[:n]
-                del posts.videos_ts[:n]
+                if n:
+                    del posts.videos[:n]
+                    del posts.videos_ts[:n]
+                    serving.refresh(posts, "videos")
                 if posts.empty():
                     del self.authors[name]
+                    serving.drop(posts)
             yield removed
         expired = [pid for pid, at in self.tombstones.items() if at < cutoff]
         for pid in expired:
@@ -336,16 +365,19 @@ class ThunderStore:
         awaits between chunks (so other requests and ingest interleave) and the time
         budget is checked there. Returns partial results when the budget runs out.
 
-        The chunks only find the followed authors; their posts are read after the last
-        yield, in one synchronous step, so records and timestamps are read consistently
-        (a write between chunks can only make the answer fresher)."""
+        The chunks only find the followed authors' slots; their posts are read after
+        the last yield, in one synchronous step, so records and timestamps are read
+        consistently (a write between chunks can only make the answer fresher; slots
+        are looked up again if one was freed meanwhile, as it may be reused)."""
         started = time.perf_counter()
         s = self.settings
         deadline = started + query.budget_s if query.budget_s is not None else None
         following = query.following_user_ids
-        get = self.authors.get
+        serving = self.serving
+        lookup = serving.index.lookup
+        generation = serving.generation
         chunk = s.scan_chunk
-        found: list[AuthorPosts] = []
+        found: list[np.ndarray] = []  # slots, -1 for an author not held
         scanned = 0
         partial = False
         for start in range(0, len(following), chunk):
@@ -354,9 +386,12 @@ class ThunderStore:
                 if deadline is not None and time.perf_counter() > deadline:
                     partial = True
                     break
-            found += [p for p in map(get, following[start : start + chunk]) if p is not None]
+            found.append(lookup(following[start : start + chunk]))
             scanned = min(start + chunk, len(following))
-        posts, candidates, authors = select(query, found, self.settings, self.by_id)
+        if serving.generation != generation:
+            found = [lookup(following[:scanned])]
+        slots = np.concatenate(found) if found else np.empty(0, dtype=np.intp)
+        posts, candidates, authors = select(query, slots, serving, s.max_scan_per_author)
         return InNetworkResult(
             posts=posts,
             partial=partial,
