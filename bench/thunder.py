@@ -230,19 +230,24 @@ def main() -> None:
           f"x{pct(base_cpu, 50) / pct(cpu, 50):.1f}, p99 x{pct(base_cpu, 99) / pct(cpu, 99):.1f}")
 
     # The same viewers with a "seen" list: the newest post of 500 of their authors.
+    def excluding(seen: list, title: str) -> None:
+        """Time the viewers' queries with these seen lists (one per viewer)."""
+        ex_lat: list[float] = []
+        ex_cpu: list[float] = []
+        for q in range(args.queries):
+            query = InNetworkQuery(user_id="viewer",
+                                   following_user_ids=viewers[q % len(viewers)],
+                                   exclude_post_ids=seen[q % len(viewers)])
+            t0, c0 = time.perf_counter(), time.thread_time()
+            store.get_in_network_posts(query)
+            ex_lat.append(time.perf_counter() - t0)
+            ex_cpu.append(time.thread_time() - c0)
+        print(title)
+        for name, xs in (("thunder store", ex_lat), ("  (CPU time)", ex_cpu)):
+            print(f"  {name:18s} p50 {pct(xs, 50) * 1e3:6.2f} ms   p99 {pct(xs, 99) * 1e3:6.2f} ms")
+
     seen = [seen_ids(store, following, 500) for following in viewers]
-    ex_lat: list[float] = []
-    ex_cpu: list[float] = []
-    for q in range(args.queries):
-        query = InNetworkQuery(user_id="viewer", following_user_ids=viewers[q % len(viewers)],
-                               exclude_post_ids=seen[q % len(viewers)])
-        t0, c0 = time.perf_counter(), time.thread_time()
-        store.get_in_network_posts(query)
-        ex_lat.append(time.perf_counter() - t0)
-        ex_cpu.append(time.thread_time() - c0)
-    print(f"query in process excluding ~{statistics.mean(map(len, seen)):.0f} seen ids:")
-    for name, xs in (("thunder store", ex_lat), ("  (CPU time)", ex_cpu)):
-        print(f"  {name:18s} p50 {pct(xs, 50) * 1e3:6.2f} ms   p99 {pct(xs, 99) * 1e3:6.2f} ms")
+    excluding(seen, f"query in process excluding ~{statistics.mean(map(len, seen)):.0f} seen ids:")
 
     # A seen list near the feed's `max_seen` (10,000): the newest original of each
     # followed author, then random held posts; fresh strings, as parsed from a request.
@@ -254,17 +259,7 @@ def main() -> None:
         while len(ids) < 10_000:
             ids.add(pick.choice(held))
         long_seen.append({(i + "x")[:-1] for i in ids})
-    ex_lat, ex_cpu = [], []
-    for q in range(args.queries):
-        query = InNetworkQuery(user_id="viewer", following_user_ids=viewers[q % len(viewers)],
-                               exclude_post_ids=long_seen[q % len(viewers)])
-        t0, c0 = time.perf_counter(), time.thread_time()
-        store.get_in_network_posts(query)
-        ex_lat.append(time.perf_counter() - t0)
-        ex_cpu.append(time.thread_time() - c0)
-    print("query in process excluding 10,000 seen ids:")
-    for name, xs in (("thunder store", ex_lat), ("  (CPU time)", ex_cpu)):
-        print(f"  {name:18s} p50 {pct(xs, 50) * 1e3:6.2f} ms   p99 {pct(xs, 99) * 1e3:6.2f} ms")
+    excluding(long_seen, "query in process excluding 10,000 seen ids:")
 
     async def over_grpc(server_settings: ThunderSettings
                         ) -> tuple[list[float], list[float]]:
