@@ -23,6 +23,15 @@ from grebe.flows.threat_speech import SHAPED_FLOOR, hyperbole, judge_threat, thr
     "Hang the traitor!",
     "someone needs to put a bullet in him",
     "death to all traitors",
+    "I'll make sure you never walk again",
+    "you won't live to see tomorrow",
+    "I'm coming for you",
+    "you're next.",
+    "I hope someone shoots him",
+    "keep it up and you'll end up in a ditch",
+    "we will hunt you down",
+    "your family will pay",
+    "I'm going to shoot up the school tomorrow",
 ])
 def test_threats_are_shaped(text: str) -> None:
     assert threat_shape(text) is not None
@@ -40,6 +49,10 @@ def test_threats_are_shaped(text: str) -> None:
     "people don't have to be shot to care about guns",
     "hang the laundry outside",
     "shoot him a message",
+    "you're next in line at the bakery",
+    "I'll make sure you don't work too hard",
+    "we are coming for the title",
+    "I'll track the package",
 ])
 def test_look_alikes_are_not_shaped(text: str) -> None:
     assert threat_shape(text) is None

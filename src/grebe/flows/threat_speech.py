@@ -28,7 +28,7 @@ _TARGET = (r"(?:you|ya|u|y'?all|your|yours|yourself|him|her|his|them|their|these
 _HARM = (r"(?:kill|murder|shoot|stab|hurt|beat|break|burn|hang|lynch|slit|strangle|choke"
          r"|bury|punch|smash|slap|rape|torture|butcher|slaughter|execute|behead|gut|skin"
          r"|bash|kick|cut|maim|firebomb|bomb|cripple|knock|blow|drown|gas|exterminate|eliminate"
-         r"|destroy|end|wreck|fuck\s+up|beat\s+up|run\s+over|hunt\s+down|track\s+down"
+         r"|destroy|end|wreck|fuck\s+up|beat\s+up|run\s+over|hunt|track"
          r"|come\s+(?:for|after)|find|make)")
 #: the speaker's intent: "I will", "we're going to", "I'm gonna", "I swear I'll"
 _INTENT = (r"(?:\bill(?=\s+\w+\s+\w)|\b(?:i|we)\s*(?:'ll|'m\s+going\s+to|'m\s+gonna"
@@ -38,12 +38,19 @@ _INTENT = (r"(?:\bill(?=\s+\w+\s+\w)|\b(?:i|we)\s*(?:'ll|'m\s+going\s+to|'m\s+go
 #: what "find"/"make" must be followed by to be a threat ("I'll find you a seat" is not)
 _FIND_MAKE = (r"(?:find\s+(?:where\s+(?:you|u)\s+live|you\s+and|you\b[^.!?]{0,20}\b(?:kill|hurt"
               r"|end|make))|find\s+out\s+where\s+you\s+live"
-              r"|make\s+(?:you|u|him|her|them)\s+(?:pay|suffer|bleed|regret|beg|scream|disappear))")
+              r"|make\s+(?:you|u|him|her|them)\s+(?:pay|suffer|bleed|regret|beg|scream|disappear)"
+              r"|make\s+sure\s+(?:you|u|he|she|they)\s+(?:never|don't|won't|can't|cannot)\s+"
+              r"(?:walk|breathe|wake\s+up|live|see\s+(?:tomorrow|another\s+day|daylight))\b)")
 INTENT = re.compile(
     rf"{_INTENT}\s+(?!not\b|never\b)(?:\w+\s+){{0,3}}?"
     rf"(?:{_FIND_MAKE}|(?!find\b|make\b){_HARM}\b(?!\s+(?:it|this|that)\b)"
     rf"[^.!?\n]{{0,40}}?\b{_TARGET}\b"
-    rf"|(?:put|pump)\s+(?:a\s+|some\s+)?(?:bullets?|lead|knife|blade)\b)",
+    rf"|(?:put|pump)\s+(?:a\s+|some\s+)?(?:bullets?|lead|knife|blade)\b"
+    rf"|(?:shoot\s+up|bomb|blow\s+up|burn\s+down|torch)\s+(?:the|this|that|your|a|our|my)\s+"
+    rf"(?:\w+\s+)?(?:school|church|mosque|synagogue|temple|mall|office|building|house|home"
+    rf"|place|store|club|station|party|concert|campus|class|event))"
+    rf"|\b(?:i'?m|i\s+am|we'?re|we\s+are)\s+(?:coming|gunning)\s+(?:for|after)\s+"
+    rf"(?:you|u|him|her|them|your|ya|y'?all)\b",
     re.IGNORECASE)
 MENACE = re.compile(
     r"(?<!when\s)(?<!if\s)(?<!until\s)(?<!once\s)(?<!after\s)"
@@ -52,7 +59,14 @@ MENACE = re.compile(
     r"|it|that|the\s+day)|get\s+(?:hurt|shot|stabbed|killed))\b"
     r"|\b(?:you|u)\s*(?:'ll|\s+will)\s+(?:die|bleed|pay\s+for\s+(?:this|that|it|what)"
     r"|regret\s+(?:this|it|that|the\s+day)|be\s+sorry|never\s+see\s+(?:it|me)\s+coming"
-    r"|not\s+live|be\s+next)\b"
+    r"|not\s+live|be\s+next|end\s+up\s+(?:dead|in\s+a\s+(?:ditch|body\s+bag|coffin|grave)"
+    r"|in\s+(?:the\s+)?hospital))\b"
+    r"|\b(?:you|u)\s*(?:'re|\s+are)\s+next\b(?!\s+(?:in|up|on|to|for|at|after|week|time))"
+    r"|\b(?:you|u)\s+(?:won't|will\s+not|wont)\s+(?:live|survive|see\s+tomorrow|make\s+it"
+    r"\s+home)\b"
+    r"|\byour\s+(?:family|kids|children|wife|husband|mom|mother|dad|father|friends)\s+"
+    r"(?:will|'ll|is\s+going\s+to|are\s+going\s+to|are\s+gonna|is\s+gonna)\s+"
+    r"(?:pay|suffer|bleed|die|be\s+next)\b"
     r"|\bwatch\s+(?:your|ur)\s+back\b|\bsleep\s+with\s+one\s+eye\s+open\b"
     r"|\b(?:your|ur)\s+days\s+are\s+numbered\b"
     r"|\b(?:i|we)\s+know\s+where\s+(?:you|u|your\s+\w+|ur\s+\w+|he|she|they)\s+(?:live|lives"
@@ -77,6 +91,8 @@ CALL = re.compile(
     rf"|\b(?:snap|break|slit|cut)\s+(?:his|her|their|your|ur|its)\s+(?:neck|throat)s?\b"
     rf"|(?<!to\s)(?<!of\s)(?<!every\s)(?<!the\s)(?<!a\s)\bdeath\s+to\s+(?:all\s+|the\s+)?\w+"
     rf"|\b(?:should|must|deserves?\s+to|needs?\s+to|ought\s+to)\s+(?:all\s+)?die\b"
+    rf"|\bhope\s+(?:someone|somebody)\s+(?:kills|shoots|stabs|rapes|hurts|beats|murders)\s+"
+    rf"(?:you|u|him|her|them)\b"
     rf"|\bhope\s+(?:you|u|he|she|they)\s+(?:die|dies|get\s+(?:killed|shot|raped)"
     rf"|gets\s+(?:killed|shot|raped)|burn|burns)\b",
     re.IGNORECASE)
