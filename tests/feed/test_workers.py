@@ -1,0 +1,79 @@
+"""`grebe feed-serve` with two worker processes on one port (feed.http_workers): every
+request on a new connection (the kernel picks the worker), and no post is served twice
+to the viewer, whichever worker served it before; SIGTERM stops them all, exit 0."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from grebe import codec
+from grebe.brokers.local import LocalLog, LocalProducer
+from grebe.types import Envelope, Post
+
+AUTHORS = [f"a{i}" for i in range(8)]
+
+
+async def _seed(data_dir: Path) -> None:
+    now = time.time()
+    posts = [Post(id=f"{author}-{n}", author_id=author, text=f"post {n} of {author}",
+                  created_at=now - 60 * n - i)
+             for i, author in enumerate(AUTHORS) for n in range(3)]
+    producer = LocalProducer(LocalLog(data_dir / "log.db"))
+    await producer.start()
+    await producer.publish_many("posts", [(None, codec.encode(Envelope(post=p)))
+                                          for p in posts])
+    await producer.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.slow  # two workers load the MiniLM embedder (~2 s each on 2 cores)
+def test_two_workers_never_serve_a_viewer_the_same_post_twice(tmp_path: Path) -> None:
+    asyncio.run(_seed(tmp_path))
+    (tmp_path / "viewers.json").write_text(json.dumps({"alice": {"following": AUTHORS}}))
+    config = tmp_path / "grebe.yaml"
+    config.write_text(f"data_dir: {tmp_path}\nfeed: {{http_workers: 2, max_results: 2}}\n")
+    port = _free_port()
+    log = (tmp_path / "serve.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-c", "from grebe.cli import main; main()", "feed-serve",
+         "-c", str(config), "--viewers", str(tmp_path / "viewers.json"),
+         "--port", str(port)],
+        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "COLUMNS": "200"})
+    try:
+        deadline = time.monotonic() + 120
+        while (tmp_path / "serve.log").read_text().count("startup complete") < 2:
+            assert server.poll() is None, (tmp_path / "serve.log").read_text()
+            assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
+            time.sleep(0.2)
+        served: list[str] = []
+        for _ in range(10):
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:  # new connection
+                page = client.get("/home/alice")
+            assert page.status_code == 200, page.text
+            served += [p["post_id"] for p in page.json()["posts"]]
+            time.sleep(0.3)  # a refresh, not the same instant
+        assert len(served) == 20
+        assert len(set(served)) == 20, served
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=30) == 0, (tmp_path / "serve.log").read_text()
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        log.close()
