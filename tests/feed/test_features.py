@@ -12,7 +12,6 @@ from grebe.feed.ann import PostANNIndex
 from grebe.feed.candidates import HomeQuery
 from grebe.feed.features import LABEL_SET, FeatureCache
 from grebe.feed.indexing import IndexingStore
-from grebe.feed.labels import LABEL_SETS_LIMIT, NO_CODE, LabelSets
 from grebe.stores.sqlite import SqliteStore
 from grebe.types import Annotation
 
@@ -190,9 +189,8 @@ async def test_columns_are_the_features_of_each_post_gathered(tmp_path: Path) ->
     """The feature table (issue 13, feed CPU): `columns` gives, per post in order, what
     `features_of` makes of its annotations, the embeddings as one n x dim float32
     matrix when every post has one of the table's dimension, else one array (or None)
-    per post, and the code of its label set (past the codes' limit, NO_CODE and the
-    post's own labels). Through slot reuse (invalidated and dropped posts), a cache too
-    small for one request, and no cache at all."""
+    per post, and the code of its label set. Through slot reuse (invalidated and
+    dropped posts), a cache too small for one request, and no cache at all."""
     from grebe.feed.features import features_of
 
     store = SqliteStore(tmp_path / "a.db")
@@ -214,12 +212,9 @@ async def test_columns_are_the_features_of_each_post_gathered(tmp_path: Path) ->
         async def definition(post_id: str) -> dict[str, object]:
             return dict(features_of(await store.get(post_id), None, numbers))
 
-        for size, limit in ((64, LABEL_SETS_LIMIT), (64, 1), (3, LABEL_SETS_LIMIT),
-                            (0, LABEL_SETS_LIMIT), (0, 1)):
+        for size in (64, 3, 0):
             cache = FeatureCache(store, None, size=size, ttl_s=60, concurrency=4,
                                  numbers=numbers)
-            cache.label_sets = LabelSets(limit)  # 1: most sets past the codes' limit
-            uncoded = 0
             for ids in (["p1", "p2", "p1", "p7"], [f"p{i}" for i in range(20)],
                         ["p4", "bare", "p4"], ["wide", "p5"], ["p9"] * 3):
                 got = await cache.columns(ids)
@@ -228,17 +223,14 @@ async def test_columns_are_the_features_of_each_post_gathered(tmp_path: Path) ->
                 for i, post_id in enumerate(ids):
                     _same({key: got[key][i] for key in got}, await definition(post_id))
                     # The label-set code names the post's labels (grebe.feed.labels).
-                    assert (codes[i] == NO_CODE and limit == 1) or \
-                        cache.label_sets.labels(int(codes[i])) == \
+                    assert cache.label_sets.labels(int(codes[i])) == \
                         frozenset(got["labels"][i]), post_id
-                uncoded += codes.tolist().count(NO_CODE)
                 matrix = "bare" not in ids and "wide" not in ids
                 assert (got["embedding"].ndim == 2) is matrix, (size, ids)
                 if matrix:
                     assert got["embedding"].dtype == np.float32
                     assert got["embedding"].shape == (len(ids), 4)
                 assert got["quality"].dtype == np.float64
-            assert (uncoded > 0) is (limit == 1)
             assert len(cache) <= size
             held = await cache.get_many(["p1"])
             cache.invalidate(["p1", "p2"])  # their slots go to the next reads

@@ -29,7 +29,7 @@ import numpy as np
 
 from grebe.feed.components import Patch
 from grebe.feed.indexing import embedding_of
-from grebe.feed.labels import NO_CODE, LabelSets
+from grebe.feed.labels import LabelSets
 from grebe.stores.base import AnnotationStore
 from grebe.types import Annotation
 
@@ -94,9 +94,8 @@ class FeatureCache:
         self._scores = np.empty(0, dtype=object)
         #: Codes of the posts' label sets, shared with the safety filter.
         self.label_sets = LabelSets()
-        # `numbers` then the label-set code, one row per slot: one gather (one cold
-        # read per post) for all of them, not one per column.
-        self._values = np.empty((0, len(self.numbers) + 1))
+        self._label_set = np.empty(0, dtype=np.int32)
+        self._numbers = {name: np.empty(0) for name in self.numbers}
         self._embeddings: np.ndarray | None = None  # capacity x dim, float32
         self._embedded = np.empty(0, dtype=bool)  # slot has a row in _embeddings
         self._other: dict[int, np.ndarray] = {}  # slot -> embedding of another dimension
@@ -137,7 +136,8 @@ class FeatureCache:
 
         self._read_at = grown(self._read_at)
         self._labels, self._scores = grown(self._labels), grown(self._scores)
-        self._values = grown(self._values)
+        self._label_set = grown(self._label_set)
+        self._numbers = {name: grown(column) for name, column in self._numbers.items()}
         self._embedded = grown(self._embedded)
         if self._embeddings is not None:
             self._embeddings = grown(self._embeddings)
@@ -160,7 +160,9 @@ class FeatureCache:
         self._read_at[slot] = self.clock()
         self._labels[slot] = features["labels"]
         self._scores[slot] = features["scores"]
-        self._values[slot] = self._row(features)
+        self._label_set[slot] = self.label_sets.code(features["labels"])
+        for name, column in self._numbers.items():
+            column[slot] = features[name]
         self._other.pop(slot, None)
         self._embedded[slot] = False
         if vector is not None:
@@ -205,17 +207,12 @@ class FeatureCache:
                                                             for pid in missing)),
                             strict=True))
 
-    def _row(self, features: Patch) -> list[float]:
-        """A post's row of `_values`: its `numbers`, then its label-set code."""
-        return [*(features[name] for name in self.numbers),
-                self.label_sets.code(features["labels"])]
-
     def _patch(self, slot: int) -> Patch:
         features: dict[str, Any] = {"labels": self._labels[slot],
                                     "scores": self._scores[slot],
                                     "embedding": self._embedding(slot)}
-        for j, name in enumerate(self.numbers):
-            features[name] = float(self._values[slot, j])
+        for name, column in self._numbers.items():
+            features[name] = float(column[slot])
         return features
 
     def _embedding(self, slot: int) -> np.ndarray | None:
@@ -233,32 +230,27 @@ class FeatureCache:
                 for pid, slot in zip(post_ids, slots.tolist(), strict=True)]
 
     async def columns(self, post_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """FEATURES, `numbers` and LABEL_SET of each post as columns, in order: a
-        gather of the slots' rows of `_values` (the numbers and label-set codes), of
-        the scores dicts and of the embeddings; the labels are the lists of the codes'
-        sets (grebe.feed.labels), read from a small table, not from each post's slot.
-        `embedding` is an n x dim float32 matrix when every post has an embedding of
-        one dimension, else an object column (an array or None per post)."""
+        """FEATURES, `numbers` and LABEL_SET of each post as columns, in order: one
+        gather per column. `embedding` is an n x dim float32 matrix when every post has
+        an embedding of one dimension, else an object column (an array or None per
+        post)."""
         slots, read = await self._lookup(post_ids)
         n = len(slots)
         lost = np.flatnonzero(slots < 0).tolist()  # not in the table: from `read`
         kept = self.size > 0
         at = np.maximum(slots, 0)
-        values = self._values[at] if kept else np.zeros((n, self._values.shape[1]))
-        scores = self._scores[at] if kept else np.empty(n, dtype=object)
+        out: dict[str, np.ndarray] = {
+            "labels": self._labels[at] if kept else np.empty(n, dtype=object),
+            "scores": self._scores[at] if kept else np.empty(n, dtype=object)}
+        for name, column in self._numbers.items():
+            out[name] = column[at] if kept else np.zeros(n)
         for i in lost:
             features = read[post_ids[i]]
-            values[i] = self._row(features)
-            scores[i] = features["scores"]
-        out: dict[str, np.ndarray] = {"scores": scores}
-        for j, name in enumerate(self.numbers):
-            out[name] = values[:, j]
-        codes = values[:, -1].astype(np.int32)
-        labels = self.label_sets.lists(codes)
-        for i in np.flatnonzero(codes == NO_CODE).tolist():  # past the codes' limit
-            labels[i] = self._labels[slots[i]] if slots[i] >= 0 \
-                else read[post_ids[i]]["labels"]
-        out["labels"] = labels
+            for name in out:
+                out[name][i] = features[name]
+        codes = self._label_set[at] if kept else np.empty(n, dtype=np.int32)
+        for i in lost:
+            codes[i] = self.label_sets.code(read[post_ids[i]]["labels"])
         out[LABEL_SET] = codes
         out["embedding"] = self._embedding_column(slots, at, [read[post_ids[i]]["embedding"]
                                                               for i in lost], lost)

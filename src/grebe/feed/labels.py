@@ -7,12 +7,10 @@ few distinct label sets, so the feature table gives each post the code of its se
 (`LabelSets.code`), and the filter answers per distinct set once (`blocked`) and per
 candidate by indexing that answer with the codes column.
 
-A set is the labels in their order, so `lists` gives each code's labels as the post
-had them: one list object per set, shared by every post and candidate with that set
-(read, never mutated, like every candidate's features). Codes are never reused (a set
-keeps its code for the life of the process), so a code read in one request means the
-same labels in every later one. At most `limit` distinct sets get a code; a post with
-another set gets NO_CODE and the filter reads its labels as before.
+Codes are never reused (a set keeps its code for the life of the process), so a code
+read in one request means the same labels in every later one. At most `limit`
+distinct sets get a code; a post with another set gets NO_CODE and the filter reads
+its labels as before.
 """
 
 from __future__ import annotations
@@ -32,9 +30,8 @@ class LabelSets:
 
     def __init__(self, limit: int = LABEL_SETS_LIMIT) -> None:
         self.limit = limit
-        self._codes: dict[tuple[str, ...], int] = {}
+        self._codes: dict[frozenset[str], int] = {}
         self._sets: list[frozenset[str]] = []
-        self._lists = np.empty(16, dtype=object)  # code -> its labels (a list), grown
         #: blocked labels -> whether each code's set meets them (extended as sets come)
         self._blocked: dict[frozenset[str], np.ndarray] = {}
 
@@ -42,29 +39,18 @@ class LabelSets:
         return len(self._sets)
 
     def code(self, labels: Iterable[str]) -> int:
-        key = tuple(labels)
+        key = frozenset(labels)
         found = self._codes.get(key)
         if found is not None:
             return found
         if len(self._sets) >= self.limit:
             return NO_CODE
         self._codes[key] = code = len(self._sets)
-        self._sets.append(frozenset(key))
-        if code == len(self._lists):
-            grown = np.empty(2 * code, dtype=object)
-            grown[:code] = self._lists
-            self._lists = grown
-        self._lists[code] = list(key)
+        self._sets.append(key)
         return code
 
     def labels(self, code: int) -> frozenset[str]:
         return self._sets[code]
-
-    def lists(self, codes: np.ndarray) -> np.ndarray:
-        """Each code's labels list (None for NO_CODE), as an object column."""
-        lists = self._lists[np.maximum(codes, 0)]
-        lists[codes == NO_CODE] = None
-        return lists
 
     def blocked(self, blocked: frozenset[str]) -> np.ndarray:
         """Whether each code's set holds one of `blocked`, indexed by code."""
