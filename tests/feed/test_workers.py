@@ -1,6 +1,7 @@
 """`grebe feed-serve` with two worker processes on one port (feed.http_workers): every
 request on a new connection (the kernel picks the worker), and no post is served twice
-to the viewer, whichever worker served it before; SIGTERM stops them all, exit 0."""
+to the viewer, whichever worker served it before; SIGTERM stops them all, exit 0; a
+worker that fails is an error of the whole server, not a half-served port."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ import pytest
 
 from grebe import codec
 from grebe.brokers.local import LocalLog, LocalProducer
+from grebe.config import load_config
+from grebe.errors import GrebeError
+from grebe.feed.runner import serve
 from grebe.types import Envelope, Post
 
 AUTHORS = [f"a{i}" for i in range(8)]
@@ -77,3 +81,12 @@ def test_two_workers_never_serve_a_viewer_the_same_post_twice(tmp_path: Path) ->
             server.kill()
             server.wait()
         log.close()
+
+
+@pytest.mark.slow  # two worker processes start (imports) and fail
+def test_a_worker_that_fails_stops_the_server_with_an_error(tmp_path: Path) -> None:
+    viewers = tmp_path / "viewers.json"
+    viewers.write_text('{"alice": {"following": 3}}')  # not a list: each worker refuses it
+    config = load_config(data_dir=tmp_path, feed={"http_workers": 2, "http_port": 0})
+    with pytest.raises(GrebeError, match=r"feed-worker-\d exit code 1"):
+        serve(config, viewers)

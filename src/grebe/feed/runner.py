@@ -48,6 +48,9 @@ def thunder_key(env: str | None) -> str | None:
 
 log = logging.getLogger(__name__)
 
+#: How long a worker has to stop gracefully (finish its requests) before it is killed.
+WORKER_STOP_S = 30.0
+
 
 @dataclass(frozen=True)
 class WorkerSeat:
@@ -142,7 +145,11 @@ def serve_workers(config: GrebeConfig, viewers_file: Path | None,
     # Refused here, once, rather than in every worker.
     require_keys_beyond_loopback(settings.http_host, KeyStore.from_config(config.auth),
                                  "feed.http_host")
-    held = reuse_port_socket(settings.http_host, settings.http_port, listen=False)
+    try:
+        held = reuse_port_socket(settings.http_host, settings.http_port, listen=False)
+    except OSError as exc:
+        raise ConfigError(f"feed.http_host/http_port {settings.http_host}:"
+                          f"{settings.http_port}: {exc}") from exc
     port = held.getsockname()[1]
     context = multiprocessing.get_context("spawn")
     with held, tempfile.TemporaryDirectory(prefix="grebe-feed-") as sockets:
@@ -151,25 +158,34 @@ def serve_workers(config: GrebeConfig, viewers_file: Path | None,
             args=(config, viewers_file, WorkerSeat(i, settings.http_workers, port,
                                                    Path(sockets)), setup))
             for i in range(settings.http_workers)]
-        for worker in workers:
-            worker.start()
-        log.info("feed-serve: %d workers on %s:%d", len(workers), settings.http_host, port)
 
         def stop(signum: int, frame: FrameType | None) -> None:
             for worker in workers:
-                if worker.is_alive() and worker.pid is not None:
+                if worker.pid is not None and worker.is_alive():
                     os.kill(worker.pid, signal.SIGTERM)
 
         previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
+            for worker in workers:
+                worker.start()
+            log.info("feed-serve: %d workers on %s:%d", len(workers), settings.http_host,
+                     port)
             multiprocessing.connection.wait([w.sentinel for w in workers])
         finally:
             stop(signal.SIGTERM, None)
             for worker in workers:
-                worker.join()
+                if worker.pid is None:
+                    continue  # never started
+                worker.join(WORKER_STOP_S)
+                if worker.is_alive():  # stuck in its graceful stop: ended
+                    log.warning("feed-serve %s did not stop in %.0f s; killed", worker.name,
+                                WORKER_STOP_S)
+                    worker.kill()
+                    worker.join()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-    failed = [(w.name, w.exitcode) for w in workers if w.exitcode not in (0, -signal.SIGTERM)]
+    failed = [(w.name, w.exitcode) for w in workers
+              if w.pid is not None and w.exitcode not in (0, -signal.SIGTERM)]
     if failed:
         raise GrebeError("feed-serve workers failed: " + ", ".join(
             f"{name} exit code {code}" for name, code in failed))
