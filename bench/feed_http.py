@@ -12,7 +12,7 @@ uvicorn config (the guards, the header timeout) with the given HTTP parser. With
 `--workers N`, N such processes share one listening port (SO_REUSEPORT: the kernel
 spreads connections); each holds its own copy of the world, and what a viewer was
 served is shared between them as `feed-serve` with `feed.http_workers` shares it
-(grebe.feed.replication: each page sent to the other workers as one datagram).
+(grebe.feed.replication: each page sent to the other workers on a Unix connection).
 
 The load generator (this process) keeps a pool of keep-alive connections and sends
 `GET /home/v{n}` open-loop at `--rate` (a request's latency includes any wait for a
@@ -73,7 +73,7 @@ async def serve(args: argparse.Namespace) -> None:
         viewers = MemoryViewerDirectory()
         seat = WorkerSeat(args.index, args.workers, args.port, Path(args.sockets))
         shared = seat.replicated(viewers)  # as feed-serve's workers share served posts
-        shared.start()
+        await shared.start()
         feed = build_home_pipeline(settings, store, thunder, None, viewers=shared, dim=384)
         await load_posts(feed, thunder, posts=args.posts, authors=args.authors,
                          centres=centres, now=time.time(), rng=rng, prng=prng)
@@ -98,7 +98,7 @@ async def serve(args: argparse.Namespace) -> None:
         await server.serve(sockets=[sock])
         await feed.aclose()
         await store.stop()
-        shared.stop()
+        await shared.stop()
 
 
 class Connection:

@@ -96,7 +96,7 @@ async def feed_from_config(
     viewers: ViewerDirectory = memory
     replicated = seat.replicated(memory) if seat is not None else None
     if replicated is not None:
-        replicated.start()  # first: the other workers send their pages from now on
+        await replicated.start()  # first: the other workers send their pages from now on
         viewers = replicated
     store = build_store(config)
     embedder = MiniLMEmbedder(model_dir=config.inference.minilm.model_dir)
@@ -120,7 +120,7 @@ async def feed_from_config(
         await embedder.stop()
         await store.stop()
         if replicated is not None:
-            replicated.stop()
+            await replicated.stop()
 
 
 def serve(config: GrebeConfig, viewers_file: Path | None = None,
