@@ -34,6 +34,11 @@ from grebe.stores.factory import build_store
 from grebe.thunder.client import GrpcThunderClient
 from grebe.thunder.runner import replay_store
 
+log = logging.getLogger(__name__)
+
+#: How long a worker has to stop gracefully (finish its requests) before it is killed.
+WORKER_STOP_S = 30.0
+
 
 def thunder_key(env: str | None) -> str | None:
     """The key for thunder from the variable `feed.thunder_key_env` names (keys stay out
@@ -44,12 +49,6 @@ def thunder_key(env: str | None) -> str | None:
     if not key:
         raise ConfigError(f"feed.thunder_key_env: environment variable {env} is not set")
     return key
-
-
-log = logging.getLogger(__name__)
-
-#: How long a worker has to stop gracefully (finish its requests) before it is killed.
-WORKER_STOP_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -93,15 +92,14 @@ async def feed_from_config(
     settings = config.feed
     memory = (MemoryViewerDirectory.from_file(viewers_file) if viewers_file
               else MemoryViewerDirectory())
-    viewers: ViewerDirectory = memory
     replicated = seat.replicated(memory) if seat is not None else None
-    if replicated is not None:
-        await replicated.start()  # first: the other workers send their pages from now on
-        viewers = replicated
+    viewers: ViewerDirectory = replicated if replicated is not None else memory
     store = build_store(config)
     embedder = MiniLMEmbedder(model_dir=config.inference.minilm.model_dir)
     await store.start()
     try:
+        if replicated is not None:
+            await replicated.start()  # before loading: other workers send pages from now
         await embedder.start()
         thunder_store = await replay_store(config)
         thunder = GrpcThunderClient(
