@@ -7,6 +7,7 @@ fails is an error of the whole server, not a half-served port."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -96,3 +97,54 @@ def test_a_worker_that_fails_stops_the_server_with_an_error(tmp_path: Path) -> N
     config = load_config(data_dir=tmp_path, feed={"http_workers": 2, "http_port": 0})
     with pytest.raises(GrebeError, match=r"feed-worker-\d exit code 1"):
         serve(config, viewers)
+
+
+@pytest.mark.slow  # two workers load the MiniLM embedder
+def test_workers_stop_when_the_parent_is_killed(tmp_path: Path) -> None:
+    """A parent killed outright (SIGKILL) cannot stop its workers: the kernel tells
+    them (PR_SET_PDEATHSIG) and they stop, instead of serving the port on alone."""
+    asyncio.run(_seed(tmp_path))
+    config = tmp_path / "grebe.yaml"
+    config.write_text(f"data_dir: {tmp_path}\nfeed: {{http_workers: 2}}\n")
+    port = _free_port()
+    log = (tmp_path / "serve.log").open("w")
+    children: list[int] = []
+    server = subprocess.Popen(
+        [sys.executable, "-c", "from grebe.cli import main; main()", "feed-serve",
+         "-c", str(config), "--port", str(port)],
+        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "COLUMNS": "200"})
+    try:
+        deadline = time.monotonic() + 120
+        while (tmp_path / "serve.log").read_text().count("startup complete") < 2:
+            assert server.poll() is None, (tmp_path / "serve.log").read_text()
+            assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
+            time.sleep(0.2)
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
+        children = _children(server.pid)  # to end them here should the test fail
+        server.kill()
+        server.wait()
+        deadline = time.monotonic() + 60
+        while True:  # until no worker accepts on the port
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    pass
+            except OSError:
+                break
+            assert time.monotonic() < deadline, "workers still serve without a parent"
+            time.sleep(0.2)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        log.close()
+
+
+def _children(pid: int) -> list[int]:
+    """The processes `pid` started (Linux /proc; none where it is absent)."""
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []

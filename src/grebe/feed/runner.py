@@ -19,6 +19,7 @@ import multiprocessing.connection
 import os
 import signal
 import socket
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -191,10 +192,28 @@ def serve_workers(config: GrebeConfig, viewers_file: Path | None,
 
 def _worker(config: GrebeConfig, viewers_file: Path | None, seat: WorkerSeat,
             setup: Callable[[], None] | None) -> None:
+    _stop_with_parent()
     if setup is not None:
         setup()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers
     asyncio.run(serve_http(config, viewers_file, seat))
+
+
+def _stop_with_parent() -> None:
+    """Have the kernel send this worker SIGTERM (uvicorn's graceful stop) when the
+    parent dies: a parent killed outright cannot stop its workers, which would go on
+    serving the port alone (Linux's PR_SET_PDEATHSIG; elsewhere nothing)."""
+    if sys.platform != "linux":
+        return
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    parent = multiprocessing.parent_process()
+    if parent is not None and not parent.is_alive():  # died before the prctl
+        raise SystemExit("feed-serve's parent is gone")
+
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 async def serve_http(config: GrebeConfig, viewers_file: Path | None = None,
