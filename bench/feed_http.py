@@ -10,9 +10,9 @@ viewers and embeddings; ~1,500 candidates a request), tunes the GC as `feed-serv
 does, and serves `grebe.feed.http.build_feed_app` through `grebe.security.server`'s
 uvicorn config (the guards, the header timeout) with the given HTTP parser. With
 `--workers N`, N such processes share one listening port (SO_REUSEPORT: the kernel
-spreads connections); each holds its own copy of the world and its own viewer state,
-so a viewer's seen posts are per process here (a shared viewer directory would be
-needed to serve one viewer from several processes).
+spreads connections); each holds its own copy of the world, and what a viewer was
+served is shared between them as `feed-serve` with `feed.http_workers` shares it
+(grebe.feed.replication: each page sent to the other workers on a Unix connection).
 
 The load generator (this process) keeps a pool of keep-alive connections and sends
 `GET /home/v{n}` open-loop at `--rate` (a request's latency includes any wait for a
@@ -28,6 +28,7 @@ import argparse
 import asyncio
 import os
 import random
+import shutil
 import socket
 import statistics
 import subprocess
@@ -53,6 +54,7 @@ async def serve(args: argparse.Namespace) -> None:
     from grebe.feed.blas import use_one_thread
     from grebe.feed.home import build_home_pipeline
     from grebe.feed.http import build_feed_app
+    from grebe.feed.runner import WorkerSeat
     from grebe.feed.viewers import MemoryViewerDirectory, Viewer
     from grebe.security.server import uvicorn_config
     from grebe.stores.sqlite import SqliteStore
@@ -69,7 +71,10 @@ async def serve(args: argparse.Namespace) -> None:
         store = SqliteStore(Path(tmp) / "annotations.db")
         await store.start()
         viewers = MemoryViewerDirectory()
-        feed = build_home_pipeline(settings, store, thunder, None, viewers=viewers, dim=384)
+        seat = WorkerSeat(args.index, args.workers, args.port, Path(args.sockets))
+        shared = seat.replicated(viewers)  # as feed-serve's workers share served posts
+        await shared.start()
+        feed = build_home_pipeline(settings, store, thunder, None, viewers=shared, dim=384)
         await load_posts(feed, thunder, posts=args.posts, authors=args.authors,
                          centres=centres, now=time.time(), rng=rng, prng=prng)
         for n in range(args.viewers):
@@ -93,6 +98,7 @@ async def serve(args: argparse.Namespace) -> None:
         await server.serve(sockets=[sock])
         await feed.aclose()
         await store.stop()
+        await shared.stop()
 
 
 class Connection:
@@ -181,6 +187,8 @@ def main() -> None:
                         help="feed.max_concurrent_requests of each worker")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--sockets", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--index", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         asyncio.run(serve(args))
@@ -191,8 +199,10 @@ def main() -> None:
             args.port = s.getsockname()[1]
     command = [sys.executable, str(Path(__file__).resolve()), "--serve", *sys.argv[1:],
                "--port", str(args.port)]
-    workers = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=BENCH)
-               for _ in range(args.workers)]
+    sockets = tempfile.mkdtemp(prefix="feed-http-")  # the workers' served-page sockets
+    workers = [subprocess.Popen([*command, "--sockets", sockets, "--index", str(i)],
+                                stdout=subprocess.PIPE, text=True, cwd=BENCH)
+               for i in range(args.workers)]
     try:
         for worker in workers:
             assert worker.stdout is not None
@@ -204,6 +214,7 @@ def main() -> None:
             worker.terminate()
         for worker in workers:
             worker.wait(timeout=30)
+        shutil.rmtree(sockets, ignore_errors=True)
 
 
 if __name__ == "__main__":

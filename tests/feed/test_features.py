@@ -10,7 +10,7 @@ import numpy as np
 
 from grebe.feed.ann import PostANNIndex
 from grebe.feed.candidates import HomeQuery
-from grebe.feed.features import FeatureCache
+from grebe.feed.features import LABEL_SET, FeatureCache
 from grebe.feed.indexing import IndexingStore
 from grebe.stores.sqlite import SqliteStore
 from grebe.types import Annotation
@@ -189,8 +189,8 @@ async def test_columns_are_the_features_of_each_post_gathered(tmp_path: Path) ->
     """The feature table (issue 13, feed CPU): `columns` gives, per post in order, what
     `features_of` makes of its annotations, the embeddings as one n x dim float32
     matrix when every post has one of the table's dimension, else one array (or None)
-    per post. Through slot reuse (invalidated and dropped posts), a cache too small for
-    one request, and no cache at all."""
+    per post, and the code of its label set. Through slot reuse (invalidated and
+    dropped posts), a cache too small for one request, and no cache at all."""
     from grebe.feed.features import features_of
 
     store = SqliteStore(tmp_path / "a.db")
@@ -218,9 +218,13 @@ async def test_columns_are_the_features_of_each_post_gathered(tmp_path: Path) ->
             for ids in (["p1", "p2", "p1", "p7"], [f"p{i}" for i in range(20)],
                         ["p4", "bare", "p4"], ["wide", "p5"], ["p9"] * 3):
                 got = await cache.columns(ids)
-                assert set(got) == {"labels", "scores", "embedding", *numbers}
+                assert set(got) == {"labels", "scores", "embedding", *numbers, LABEL_SET}
+                codes = got.pop(LABEL_SET)
                 for i, post_id in enumerate(ids):
                     _same({key: got[key][i] for key in got}, await definition(post_id))
+                    # The label-set code names the post's labels (grebe.feed.labels).
+                    assert cache.label_sets.labels(int(codes[i])) == \
+                        frozenset(got["labels"][i]), post_id
                 matrix = "bare" not in ids and "wide" not in ids
                 assert (got["embedding"].ndim == 2) is matrix, (size, ids)
                 if matrix:

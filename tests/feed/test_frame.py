@@ -13,9 +13,11 @@ import pytest
 
 from grebe.feed.candidates import FeedCandidate, HomeQuery
 from grebe.feed.components import Columns, apply_patches
+from grebe.feed.features import LABEL_SET
 from grebe.feed.filters import DuplicateFilter, MutedAuthorFilter, SafetyFilter, SeenFilter
 from grebe.feed.frame import CandidateFrame, column
 from grebe.feed.home import TopKSelector
+from grebe.feed.labels import LABEL_SETS_LIMIT, NO_CODE, LabelSets
 from grebe.feed.pipeline import CandidatePipeline
 from grebe.feed.scorers import AuthorDiversityScorer, WeightedScorer
 from grebe.feed.settings import FeedSettings
@@ -92,6 +94,26 @@ async def test_filters_split_a_frame_as_they_split_the_list(flt: object) -> None
     assert isinstance(fkept, CandidateFrame) and isinstance(fremoved, CandidateFrame)
     assert _ids(fkept) == _ids(kept) and _ids(fremoved) == _ids(removed)
     assert removed and kept  # the data exercises each filter
+
+
+@pytest.mark.parametrize("limit", [LABEL_SETS_LIMIT, 1], ids=["coded", "past-limit"])
+async def test_safety_by_label_set_codes_splits_as_by_labels(limit: int) -> None:
+    """The safety filter reads a frame's label-set codes (grebe.feed.labels) where the
+    feature table gave them: the split is the one the labels give, for a strict and a
+    default viewer, also for rows past the codes' limit (NO_CODE: their labels are
+    read); the codes column never reaches the built objects."""
+    objects, frame, query = _both(7)
+    sets = LabelSets(limit)
+    codes = [sets.code(labels) for labels in column(frame, "labels")]
+    assert (NO_CODE in codes) is (limit == 1)
+    apply_patches(frame, Columns({LABEL_SET: np.array(codes, dtype=np.int32)}))
+    for level in ("strict", "default", "off"):
+        query.safety_level = level
+        kept, removed = await SafetyFilter(FeedSettings()).filter(query, objects)
+        fkept, fremoved = await SafetyFilter(FeedSettings(), sets).filter(query, frame)
+        assert _ids(fkept) == _ids(kept) and _ids(fremoved) == _ids(removed), level
+        assert removed or level == "off"
+    assert list(frame) == objects  # built without the hidden column
 
 
 @pytest.mark.parametrize("matrix", [False, True], ids=["arrays", "matrix"])

@@ -79,15 +79,15 @@ def feed_serve(
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Serve GET /home/{user_id} (JSON) until SIGINT/SIGTERM."""
-    import asyncio
+    from functools import partial
 
     from grebe.errors import GrebeError
-    from grebe.feed.runner import serve_http
+    from grebe.feed.runner import serve
 
     settings = serving_config(config, "feed", http_port=port)
     core_logging(verbose)
     try:
-        asyncio.run(serve_http(settings, viewers))
+        serve(settings, viewers, setup=partial(core_logging, verbose))
     except GrebeError as exc:
         console.print(f"[red]feed:[/red] {exc}")
         raise typer.Exit(2) from exc

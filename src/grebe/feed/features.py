@@ -29,11 +29,15 @@ import numpy as np
 
 from grebe.feed.components import Patch
 from grebe.feed.indexing import embedding_of
+from grebe.feed.labels import LabelSets
 from grebe.stores.base import AnnotationStore
 from grebe.types import Annotation
 
 #: The candidate attributes a post's features fill (the keys of `features_of`).
 FEATURES = ("labels", "scores", "embedding")
+#: The column `columns` adds for candidate frames: each post's label-set code
+#: (grebe.feed.labels), which the safety filter reads instead of the labels lists.
+LABEL_SET = "_label_set"
 #: Rows the table starts with; it doubles as posts are read, up to the cache's size.
 FIRST_CAPACITY = 1024
 
@@ -88,6 +92,9 @@ class FeatureCache:
         self._read_at = np.empty(0)
         self._labels = np.empty(0, dtype=object)
         self._scores = np.empty(0, dtype=object)
+        #: Codes of the posts' label sets, shared with the safety filter.
+        self.label_sets = LabelSets()
+        self._label_set = np.empty(0, dtype=np.int32)
         self._numbers = {name: np.empty(0) for name in self.numbers}
         self._embeddings: np.ndarray | None = None  # capacity x dim, float32
         self._embedded = np.empty(0, dtype=bool)  # slot has a row in _embeddings
@@ -129,6 +136,7 @@ class FeatureCache:
 
         self._read_at = grown(self._read_at)
         self._labels, self._scores = grown(self._labels), grown(self._scores)
+        self._label_set = grown(self._label_set)
         self._numbers = {name: grown(column) for name, column in self._numbers.items()}
         self._embedded = grown(self._embedded)
         if self._embeddings is not None:
@@ -152,6 +160,7 @@ class FeatureCache:
         self._read_at[slot] = self.clock()
         self._labels[slot] = features["labels"]
         self._scores[slot] = features["scores"]
+        self._label_set[slot] = self.label_sets.code(features["labels"])
         for name, column in self._numbers.items():
             column[slot] = features[name]
         self._other.pop(slot, None)
@@ -221,9 +230,10 @@ class FeatureCache:
                 for pid, slot in zip(post_ids, slots.tolist(), strict=True)]
 
     async def columns(self, post_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """FEATURES and `numbers` of each post as columns, in order: one gather per
-        column. `embedding` is an n x dim float32 matrix when every post has an
-        embedding of one dimension, else an object column (an array or None per post)."""
+        """FEATURES, `numbers` and LABEL_SET of each post as columns, in order: one
+        gather per column. `embedding` is an n x dim float32 matrix when every post has
+        an embedding of one dimension, else an object column (an array or None per
+        post)."""
         slots, read = await self._lookup(post_ids)
         n = len(slots)
         lost = np.flatnonzero(slots < 0).tolist()  # not in the table: from `read`
@@ -238,6 +248,10 @@ class FeatureCache:
             features = read[post_ids[i]]
             for name in out:
                 out[name][i] = features[name]
+        codes = self._label_set[at] if kept else np.empty(n, dtype=np.int32)
+        for i in lost:
+            codes[i] = self.label_sets.code(read[post_ids[i]]["labels"])
+        out[LABEL_SET] = codes
         out["embedding"] = self._embedding_column(slots, at, [read[post_ids[i]]["embedding"]
                                                               for i in lost], lost)
         return out

@@ -14,7 +14,9 @@ from typing import Protocol
 import numpy as np
 
 from grebe.feed.candidates import FeedCandidate, HomeQuery
+from grebe.feed.features import LABEL_SET
 from grebe.feed.frame import CandidateFrame, column
+from grebe.feed.labels import NO_CODE, LabelSets
 from grebe.feed.settings import FeedSettings
 
 Split = tuple[Sequence[FeedCandidate], Sequence[FeedCandidate]]
@@ -79,18 +81,35 @@ class MutedAuthorFilter:
 
 
 class SafetyFilter:
-    """Removes posts carrying a label the viewer's safety level blocks."""
+    """Removes posts carrying a label the viewer's safety level blocks.
+
+    Given the feature table's label sets, a frame's rows are judged by their label-set
+    codes (grebe.feed.labels): one answer per distinct set, one array lookup per row;
+    rows without a code, and lists of candidates, by their labels."""
 
     name = "safety"
 
-    def __init__(self, settings: FeedSettings) -> None:
+    def __init__(self, settings: FeedSettings, label_sets: LabelSets | None = None) -> None:
         self.settings = settings
+        self.label_sets = label_sets
 
     async def filter(self, query: HomeQuery, candidates: Sequence[FeedCandidate]) -> Split:
         blocked = self.settings.blocked_labels(query.safety_level)
         n = len(candidates)
         if not blocked:
             return _split(candidates, np.zeros(n, dtype=bool))
+        if self.label_sets is not None and isinstance(candidates, CandidateFrame) \
+                and candidates.has(LABEL_SET):
+            codes = candidates.column(LABEL_SET)
+            drop = np.zeros(n, dtype=bool)
+            coded = codes != NO_CODE
+            drop[coded] = self.label_sets.blocked(blocked)[codes[coded]]
+            other = np.flatnonzero(~coded)
+            if len(other):
+                labels = candidates.column("labels")[other]
+                drop[other] = ~np.fromiter(map(blocked.isdisjoint, labels), dtype=bool,
+                                           count=len(other))
+            return _split(candidates, drop)
         return _split(candidates, ~np.fromiter(
             map(blocked.isdisjoint, column(candidates, "labels")), dtype=bool, count=n))
 

@@ -12,7 +12,9 @@ the store at the view's rows, so every view, the retrieved one included, reads t
 values the later stages gave a row: the same as mutating shared objects, without the
 objects. Rows are built by the store's `make_row` from the columns set for that row
 (a column a row never got is left out, so the object's default applies), once per row:
-the served page and `retrieved` hand out the same objects.
+the served page and `retrieved` hand out the same objects. A column whose name starts
+with an underscore is the components' own (a code, not an attribute): it is never set
+on a row's object (`hidden`).
 
 It is a read-only `Sequence` of rows, so code written for lists of candidates (tests,
 the CLI, the HTTP answer) keeps working; the pipeline and the home components use the
@@ -90,6 +92,8 @@ class _Store(Generic[R]):
             at = np.asarray(todo, dtype=np.intp)
             names, values = [], []
             for name, column in self.columns.items():
+                if hidden(name):
+                    continue
                 got = cells(column[at])
                 if column.dtype == object:  # scalars stored in an object column
                     got = [c.item() if isinstance(c, np.generic) else c for c in got]
@@ -108,6 +112,11 @@ class _Store(Generic[R]):
 
 
 _UNSET = object()  # a cell of a column its row never got
+
+
+def hidden(name: str) -> bool:
+    """Whether a column is the components' own, never an attribute of a row's object."""
+    return name.startswith("_")
 
 
 class CandidateFrame(Sequence[R]):
@@ -205,7 +214,8 @@ class CandidateFrame(Sequence[R]):
             has = store.has.get(name)
             if has is not None:
                 has[rows] = True
-        if store.rows:  # rows built before see the new values, as shared objects would
+        if store.rows and not hidden(name):
+            # Rows built before see the new values, as shared objects would.
             built = store.rows
             positions = self.positions()
             # Only the built rows (the page, the removed posts: tens) are visited, not

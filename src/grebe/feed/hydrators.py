@@ -10,8 +10,9 @@ import numpy as np
 
 from grebe.feed.candidates import FeedCandidate, HomeQuery
 from grebe.feed.components import Columns, Patch
-from grebe.feed.features import FeatureCache
+from grebe.feed.features import LABEL_SET, FeatureCache
 from grebe.feed.filters import content_ids
+from grebe.feed.frame import CandidateFrame
 from grebe.feed.indexing import embedding_of
 from grebe.feed.settings import FeedSettings
 from grebe.feed.viewers import ViewerDirectory
@@ -117,7 +118,8 @@ class AuthoredPosts:
 
 class AnnotationHydrator:
     """Labels, scores and embedding of each candidate, from the feature cache in front
-    of the annotation store; a retweet gets its source post's (the content shown)."""
+    of the annotation store; a retweet gets its source post's (the content shown). A
+    candidate frame also gets each post's label-set code (for the safety filter)."""
 
     name = "annotations"
 
@@ -127,4 +129,7 @@ class AnnotationHydrator:
     async def hydrate(self, query: HomeQuery, candidates: Sequence[FeedCandidate]
                       ) -> Columns:
         # One gather per column from the feature table; the embeddings as one matrix.
-        return Columns(await self.features.columns(content_ids(candidates)))
+        columns = Columns(await self.features.columns(content_ids(candidates)))
+        if not isinstance(candidates, CandidateFrame):  # objects have no such attribute
+            del columns[LABEL_SET]
+        return columns

@@ -97,6 +97,11 @@ class FeedSettings(Section):
     retry_after_s: int = Field(default=C.FEED_RETRY_AFTER_S, ge=0)
     http_host: str = "127.0.0.1"
     http_port: int = Field(default=C.DEFAULT_FEED_PORT, ge=0, le=65535)
+    #: feed-serve worker processes on the port: a home request is CPU in one event loop,
+    #: so one process uses one core. Each worker holds its own copy of the feed (thunder
+    #: replay, index, feature table: memory times this); what a viewer was served is
+    #: shared between them (grebe.feed.replication).
+    http_workers: int = Field(default=1, ge=1)
     #: Host/Origin allowlists and connection timeouts of feed-serve (docs/security.md).
     http: HttpGuardSettings = HttpGuardSettings()
 

@@ -81,8 +81,12 @@ class MemoryViewerDirectory:
         return msgspec.structs.replace(viewer, seen=seen)
 
     async def record_served(self, user_id: str, post_ids: Sequence[str]) -> None:
+        self.served_at(user_id, post_ids, self.clock())
+
+    def served_at(self, user_id: str, post_ids: Sequence[str], now: float) -> None:
+        """Remember posts as served at `now` (another feed-serve worker's time, when
+        they were served there: grebe.feed.replication)."""
         served = self.served.setdefault(user_id, {})
-        now = self.clock()
         for post_id in post_ids:
             served.pop(post_id, None)  # re-served: moves to the newest end
             served[post_id] = now
