@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import socket
 import sys
@@ -86,3 +87,37 @@ def test_a_program_that_cannot_start_is_an_os_error(run: Runner) -> None:
 
     with pytest.raises(FileNotFoundError):
         run(main())
+
+
+def _open_descriptors() -> set[str]:
+    found = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):  # the listing's own descriptor, gone by now
+            found.add(f"{fd.name}:{fd.readlink()}")
+    return found
+
+
+@LOOPS
+def test_no_descriptor_is_left_behind(run: Runner) -> None:
+    """Every stream is closed on the loop when it ends: none waits for garbage collection
+    (uvloop kept a pipe's descriptor open after its end, then closed it a second time
+    from the file object: by then another thread's descriptor, seen as EBADF in
+    subprocess)."""
+
+    async def main() -> set[str]:
+        async def children() -> None:
+            child = await spawn(sys.executable, "-c", "import sys; print(sys.stdin.read())",
+                                stdin=PIPE, stdout=PIPE, stderr=PIPE)
+            assert await child.communicate(b"hi") == (b"hi\n", b"")
+            lines = await spawn("echo", "a", stdin=DEVNULL, stdout=PIPE)
+            assert lines.stdout is not None and await lines.stdout.readline() == b"a\n"
+            await lines.wait()
+
+        await children()  # descriptors the loop opens on first use exist from here on
+        before = _open_descriptors()
+        for _ in range(20):
+            await children()
+        await asyncio.sleep(0.1)  # closing callbacks run on the next turns of the loop
+        return _open_descriptors() - before
+
+    assert run(main()) == set()

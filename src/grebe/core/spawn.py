@@ -11,8 +11,9 @@ while it starts decoders, tesseract or engines is exposed; see docs/media.md.
 
 `spawn()` starts the child with Python's subprocess module instead, which uses vfork or
 posix_spawn: no atfork handler runs and nothing of the parent is copied. Its pipes are
-the loop's streams, and its exit is seen through a pidfd on the loop (no SIGCHLD
-handler, no waiter thread), so the same code runs on uvloop and on asyncio's own loop.
+streams on the loop (socket pairs, see spawn()), and its exit is seen through a pidfd on
+the loop (no SIGCHLD handler, no waiter thread), so the same code runs on uvloop and on
+asyncio's own loop.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import subprocess
 import threading
 from collections.abc import Collection, Mapping
@@ -89,6 +91,8 @@ class Child:
         """The child has exited (its pidfd is readable): reap it, once."""
         code = self._popen.poll()
         if code is not None and not self._exited.done():
+            if self.stdin is not None:  # nobody reads it any more
+                self.stdin.close()
             self._exited.set_result(code)
 
 
@@ -101,32 +105,68 @@ async def spawn(
     pass_fds: Collection[int] = (),
 ) -> Child:
     """Start `argv` without fork() (see the module docstring). Raises OSError when it
-    cannot be started (no such program, no permission)."""
+    cannot be started (no such program, no permission).
+
+    A PIPE is a socket pair, not a pipe: the loop then owns our end outright (uvloop
+    detaches a socket it is given, where a pipe's file object would close the descriptor
+    a second time, possibly someone else's by then), and each stream closes itself on the
+    loop's thread when it ends, never from garbage collection in another thread."""
     loop = asyncio.get_running_loop()
-    # Blocks only until the child has exec'd (as uvloop's spawn does): vfork, no copy.
-    popen = subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=stderr,  # noqa: ASYNC220
-                             env=env, pass_fds=tuple(pass_fds))
-    child = Child(popen)
+    ours: dict[str, socket.socket] = {}
+    given: dict[str, Any] = {"stdin": stdin, "stdout": stdout, "stderr": stderr}
+    for name, how in list(given.items()):
+        if how == PIPE:
+            ours[name], given[name] = socket.socketpair()
     try:
-        _watch_exit(loop, child)
-        if popen.stdin is not None:
-            transport, protocol = await loop.connect_write_pipe(
-                lambda: asyncio.streams.FlowControlMixin(loop=loop), popen.stdin)
-            child.stdin = asyncio.StreamWriter(transport, protocol, None, loop)
-        if popen.stdout is not None:
-            child.stdout = await _reader(loop, popen.stdout)
-        if popen.stderr is not None:
-            child.stderr = await _reader(loop, popen.stderr)
+        # Blocks only until the child has exec'd (as uvloop's spawn does): vfork, no copy.
+        popen = subprocess.Popen(argv, env=env, pass_fds=tuple(pass_fds),  # noqa: ASYNC220
+                                 stdin=given["stdin"], stdout=given["stdout"],
+                                 stderr=given["stderr"])
     except BaseException:
-        popen.kill()
+        for end in ours.values():
+            end.close()
+        raise
+    finally:
+        for name in ours:
+            given[name].close()  # the child has its own copy
+    child = Child(popen)
+    _watch_exit(loop, child)
+    try:
+        if "stdin" in ours:
+            child.stdin = await _writer(loop, ours.pop("stdin"))
+        if "stdout" in ours:
+            child.stdout = await _reader(loop, ours.pop("stdout"))
+        if "stderr" in ours:
+            child.stderr = await _reader(loop, ours.pop("stderr"))
+    except BaseException:
+        for end in ours.values():
+            end.close()
+        with contextlib.suppress(ProcessLookupError):
+            child.kill()
         raise
     return child
 
 
-async def _reader(loop: asyncio.AbstractEventLoop, pipe: IO[bytes]) -> asyncio.StreamReader:
+class _ClosingReaderProtocol(asyncio.StreamReaderProtocol):
+    """Closes its transport at the end of the stream (a socket's would otherwise stay
+    half-open until garbage collection)."""
+
+    def eof_received(self) -> bool:
+        super().eof_received()
+        return False
+
+
+async def _reader(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> asyncio.StreamReader:
     reader = asyncio.StreamReader(limit=_STREAM_LIMIT, loop=loop)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), pipe)
+    await loop.create_unix_connection(lambda: _ClosingReaderProtocol(reader, loop=loop),
+                                      sock=sock)
     return reader
+
+
+async def _writer(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> asyncio.StreamWriter:
+    protocol = asyncio.StreamReaderProtocol(asyncio.StreamReader(loop=loop), loop=loop)
+    transport, _ = await loop.create_unix_connection(lambda: protocol, sock=sock)
+    return asyncio.StreamWriter(transport, protocol, None, loop)
 
 
 def _watch_exit(loop: asyncio.AbstractEventLoop, child: Child) -> None:
