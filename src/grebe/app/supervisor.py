@@ -36,6 +36,7 @@ from grebe.core.metrics import DispatcherMetrics, NullMetrics, PrometheusMetrics
 from grebe.core.ratelimit import limiter_uri
 from grebe.core.signals import ShutdownSignals
 from grebe.core.source import ReportsCommitted, ReportsDrained, Source, can_report_caught_up
+from grebe.core.stall_watch import watched
 from grebe.errors import ConfigError, GrebeError
 
 log = logging.getLogger(__name__)
@@ -240,5 +241,5 @@ def run(config: GrebeConfig, *, exit_when_done: bool = False) -> int:
     try:
         import uvloop
     except ImportError:
-        return asyncio.run(serve(config, exit_when_done=exit_when_done))
-    return uvloop.run(serve(config, exit_when_done=exit_when_done))
+        return asyncio.run(watched(serve(config, exit_when_done=exit_when_done)))
+    return uvloop.run(watched(serve(config, exit_when_done=exit_when_done)))

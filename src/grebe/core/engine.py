@@ -58,6 +58,7 @@ from grebe.core.engine_process import ENGINE_COMMAND
 from grebe.core.engine_start import EngineStartTimeout, await_while_progressing
 from grebe.core.executor import ExecutorUnavailableError
 from grebe.core.settings import BundleRecipe, EngineSettings
+from grebe.core.spawn import DEVNULL, Child, spawn
 from grebe.errors import DecodeError, GrebeError
 from grebe.types import TaskPayload, TaskResult
 
@@ -75,7 +76,7 @@ class EngineStartError(GrebeError):
 @dataclass(eq=False)
 class _Engine:
     index: int
-    process: asyncio.subprocess.Process
+    process: Child
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     in_flight: dict[int, asyncio.Future[TaskResult]] = field(default_factory=dict)
@@ -129,9 +130,9 @@ class ProcessExecutor:
     async def _spawn(self, index: int) -> None:
         parent_sock, child_sock = socket.socketpair()
         try:
-            process = await asyncio.create_subprocess_exec(
+            process = await spawn(
                 sys.executable, "-c", ENGINE_COMMAND, str(child_sock.fileno()), str(os.getpid()),
-                pass_fds=[child_sock.fileno()], stdin=asyncio.subprocess.DEVNULL,
+                pass_fds=[child_sock.fileno()], stdin=DEVNULL,
             )
         except OSError as exc:
             parent_sock.close()

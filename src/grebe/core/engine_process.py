@@ -36,6 +36,7 @@ from grebe.core.engine_ipc import (
     pack_frame,
     read_frame,
 )
+from grebe.core.stall_watch import watched
 from grebe.errors import is_system_fault
 from grebe.types import TaskPayload, TaskResult
 
@@ -82,7 +83,7 @@ def engine_main() -> None:
         runner: Callable[[Any], Any] = uvloop.run
     except ImportError:
         runner = asyncio.run
-    runner(_EngineServer(sock).serve())
+    runner(watched(_EngineServer(sock).serve()))
 
 
 class _EngineServer:

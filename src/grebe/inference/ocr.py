@@ -3,7 +3,9 @@
 A subprocess (argument list, never a shell string) with a timeout: a pathological
 image cannot hang a task or take the worker down, and tesseract's CPU work is outside
 our GIL. Arrays are PNG-encoded (on a thread) and piped through stdin; paths are
-passed as-is. A semaphore caps concurrent tesseract processes.
+passed as-is. A semaphore caps concurrent tesseract processes. Started through
+grebe.core.spawn, not asyncio's subprocesses: uvloop's fork() would stall the threads that
+run the models (see that module).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from grebe.core.spawn import DEVNULL, PIPE, spawn
 from grebe.errors import InferenceError
 from grebe.inference.base import ImageInput
 from grebe.inference.nsfw import to_pil
@@ -86,13 +89,8 @@ class TesseractOCR:
         # One thread per process: several run at once and tesseract's own OpenMP
         # threads would oversubscribe the cores.
         env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
-        process = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=env,
-        )
+        process = await spawn(*argv, stdin=PIPE if stdin is not None else DEVNULL,
+                              stdout=PIPE, stderr=PIPE, env=env)
         try:
             async with asyncio.timeout(self.timeout_s):
                 out, err = await process.communicate(stdin)

@@ -14,7 +14,8 @@ Each video is therefore opened, vetted and sampled by a short-lived child proces
 
 The child writes the sampled frames as BMP files into the item's work dir and reports on
 stdout, one JSON object a line: ready (limit set, decoders imported), the probe (or an
-error), then the frame files.
+error), then the frame files. It is started through grebe.core.spawn, without fork():
+uvloop's fork() stalls the threads that run the models in the process that starts it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from grebe.core.spawn import DEVNULL, PIPE, Child, spawn
 from grebe.errors import MediaError, MediaTooLargeError
 from grebe.media.video_sandbox_child import FRAME_FORMAT, FRAME_SUFFIX
 
@@ -73,10 +75,9 @@ async def decode_video(path: Path, workdir: Path, config: VideoConfig) -> Decode
     }
     log_path = workdir / _LOG_NAME
     with log_path.open("wb") as log:
-        proc = await asyncio.create_subprocess_exec(
+        proc = await spawn(
             sys.executable, "-m", CHILD_MODULE, json.dumps(request),
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=log,
-            env={**os.environ, **_CHILD_ENV},
+            stdin=DEVNULL, stdout=PIPE, stderr=log, env={**os.environ, **_CHILD_ENV},
         )
     try:
         # Starting an interpreter and importing the decoders is not the file's doing and
@@ -107,7 +108,7 @@ async def decode_video(path: Path, workdir: Path, config: VideoConfig) -> Decode
         log_path.unlink(missing_ok=True)
 
 
-async def _next(proc: asyncio.subprocess.Process, timeout_s: float, path: Path,
+async def _next(proc: Child, timeout_s: float, path: Path,
                 config: VideoConfig, log_path: Path, too_slow: str) -> dict[str, Any]:
     """The child's next report line within `timeout_s`; an error line, a dead child or
     garbage becomes the item's error."""
@@ -122,7 +123,7 @@ async def _next(proc: asyncio.subprocess.Process, timeout_s: float, path: Path,
     return _parse(line, proc, path, config, log_path)
 
 
-def _parse(line: bytes, proc: asyncio.subprocess.Process, path: Path, config: VideoConfig,
+def _parse(line: bytes, proc: Child, path: Path, config: VideoConfig,
            log_path: Path) -> dict[str, Any]:
     if not line:
         # No line: the child died (a signal, or the limit hit where Python could not
