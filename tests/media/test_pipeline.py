@@ -181,8 +181,10 @@ async def test_queues_are_bounded_and_stop_abandons_cleanly(photo: Path, tmp_pat
     pipeline = _pipeline([photo.parent], work)
     pipeline.nsfw = Stuck({"nsfw": 0.0})
     await pipeline.start()
+    # The download queue holds only the jobs let in, in turn, by its room of 4
+    # (tests/media/test_pipeline_fairness.py); the others are bounded queues.
     assert {s: q.maxsize for s, q in pipeline._queues.items()} == {
-        "download": 4, "decode": 4, "classify": 4, "dedup": 2}
+        "download": 0, "decode": 4, "classify": 4, "dedup": 2}
     jobs = [asyncio.create_task(pipeline.submit(f"p{i}", str(photo))) for i in range(30)]
     await asyncio.sleep(0.5)
     # Two classify workers are stuck: the rest wait in bounded queues, not in memory.

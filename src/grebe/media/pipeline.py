@@ -27,6 +27,7 @@ from typing import Any
 import msgspec
 from PIL import Image
 
+from grebe.core.deadlines import WaitLedger, payload_waits
 from grebe.errors import GrebeError, MediaError
 from grebe.inference.base import OCR, ImageClassifier, Service
 from grebe.inference.nsfw import NSFW as NSFW_LABEL  # the score read from the classifier
@@ -153,6 +154,20 @@ class _Job:
     views: list[Path] = field(default_factory=list)  # image view or video frames
     has_audio: bool = False
     cancelled: bool = False  # its caller gave up: skip it, or cancel the stage running it
+    # Its payload's ledger (grebe.core.deadlines): time queued for a stage is waiting,
+    # not running, so it does not count against the media task's time limit.
+    ledger: WaitLedger | None = None
+    queued: bool = False
+
+    def wait_begins(self) -> None:
+        if self.ledger is not None and not self.queued:
+            self.ledger.begin()
+            self.queued = True
+
+    def wait_ends(self) -> None:
+        if self.ledger is not None and self.queued:
+            self.ledger.end()
+            self.queued = False
     step: asyncio.Future[None] | None = None  # the stage handler running it, if any
 
 
@@ -189,6 +204,13 @@ class MediaPipeline:
         self._stats = {stage: StageStats(workers=n) for stage, n in self._workers.items()}
         self._stats[TRANSCRIBE] = StageStats(workers=p.classify_workers)
         self._queues: dict[str, asyncio.Queue[_Job]] = {}
+        # Room in the download stage, handed out first come, first served. A bounded
+        # asyncio.Queue is not fair: a caller arriving while a woken waiter has not run
+        # yet takes its slot, and the waiter queues again at the back, so under a steady
+        # stream the earliest posts starved until their time limit (316 of 1,000 videos
+        # dead-lettered, docs/benchmarks.md "Media at volume"). asyncio.Semaphore hands a
+        # released slot to its first waiter.
+        self._download_room: asyncio.Semaphore | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._jobs: set[_Job] = set()
         self._running = False
@@ -205,7 +227,11 @@ class MediaPipeline:
             DOWNLOAD: self._download, DECODE: self._decode,
             CLASSIFY: self._classify, DEDUP: self._dedup,
         }
-        self._queues = {s: asyncio.Queue(maxsize=2 * self._workers[s]) for s in STAGES}
+        room = 2 * self._workers[DOWNLOAD]
+        self._download_room = asyncio.Semaphore(room)
+        # the download queue holds only jobs let in by `_download_room`
+        self._queues = {s: asyncio.Queue(maxsize=0 if s == DOWNLOAD else 2 * self._workers[s])
+                        for s in STAGES}
         for i, stage in enumerate(STAGES):
             following = STAGES[i + 1] if i + 1 < len(STAGES) else None
             for n in range(self._workers[stage]):
@@ -238,10 +264,12 @@ class MediaPipeline:
         if not self._running:
             raise MediaError("the media pipeline is not running")
         job = _Job(report=ItemReport(post_id=post_id, url=url),
-                   future=asyncio.get_running_loop().create_future())
+                   future=asyncio.get_running_loop().create_future(),
+                   ledger=payload_waits.get())
         self._jobs.add(job)
+        job.wait_begins()
         # Wait for room, unless stop() abandons the job first (then the put never lands).
-        put = asyncio.ensure_future(self._queues[DOWNLOAD].put(job))
+        put = asyncio.ensure_future(self._let_in(job))
         try:
             await asyncio.wait((put, job.future), return_when=asyncio.FIRST_COMPLETED)
             if not put.done():
@@ -257,6 +285,12 @@ class MediaPipeline:
                 await self._finish(job)
             self._abandon(job)
             raise
+
+    async def _let_in(self, job: _Job) -> None:
+        """Queue the job for download once the download stage has room (in turn)."""
+        assert self._download_room is not None
+        await self._download_room.acquire()
+        self._queues[DOWNLOAD].put_nowait(job)
 
     def _abandon(self, job: _Job) -> None:
         job.cancelled = True
@@ -302,6 +336,9 @@ class MediaPipeline:
         queue, stats = self._queues[stage], self._stats[stage]
         while True:
             job = await queue.get()
+            job.wait_ends()
+            if stage == DOWNLOAD and self._download_room is not None:
+                self._download_room.release()  # room for the next in line
             self._observe_depth(stage)
             if job.cancelled:  # its caller gave up while it waited: nothing to do
                 await self._finish(job)
@@ -330,6 +367,7 @@ class MediaPipeline:
             if self._metrics is not None:
                 self._metrics.finished(stage, elapsed, ok)
             if ok and following is not None and not job.cancelled:
+                job.wait_begins()
                 await self._queues[following].put(job)  # backpressure: waits for room
                 self._observe_depth(following)
             else:
@@ -343,6 +381,7 @@ class MediaPipeline:
             self._metrics.queue_depth(stage, depth)
 
     async def _finish(self, job: _Job) -> None:
+        job.wait_ends()
         workdir, job.workdir = job.workdir, None
         if workdir is not None:
             await asyncio.to_thread(shutil.rmtree, workdir, True)
