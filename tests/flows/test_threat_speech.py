@@ -32,6 +32,9 @@ from grebe.flows.threat_speech import SHAPED_FLOOR, hyperbole, judge_threat, thr
     "we will hunt you down",
     "your family will pay",
     "I'm going to shoot up the school tomorrow",
+    "they should hang for treason",
+    "firing squad for every one of them",
+    "get the rope",
 ])
 def test_threats_are_shaped(text: str) -> None:
     assert threat_shape(text) is not None
@@ -53,6 +56,9 @@ def test_threats_are_shaped(text: str) -> None:
     "I'll make sure you don't work too hard",
     "we are coming for the title",
     "I'll track the package",
+    "hang out with friends tonight",
+    "hang in there, buddy",
+    "I hung up on him",
 ])
 def test_look_alikes_are_not_shaped(text: str) -> None:
     assert threat_shape(text) is None

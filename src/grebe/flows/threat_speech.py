@@ -11,7 +11,8 @@ threat is its shape, which a word list cannot see:
 - **menace**: the addressee's fate or exposure: "you're dead", "watch your back", "I know
   where your kids go to school", "your days are numbered";
 - **call**: violence demanded of or for others: "they should all be hanged", "kill them
-  all", "death to ...", "someone should shoot him".
+  all", "death to ...", "someone should shoot him";
+- **execution**: a call for an execution ("hang them for treason", "firing squad").
 
 Each pattern needs at least two parts (a violent act and who it is done to, or a fate
 and whose), never one word. What it does not know: sarcasm, quotation, games ("I'll kill
@@ -109,7 +110,18 @@ HYPERBOLE = re.compile(
     r"|\bto\s+die\s+for\b|\bcould\s+(?:kill|murder)\s+(?:for|a)\b"
     r"|\b(?:i|me)\s+(?:\w+\s+){0,2}?(?:want|wanna|wish|need)\s+(?:to\s+)?die\b",
     re.IGNORECASE)
-PATTERNS = {"intent": INTENT, "menace": MENACE, "call": CALL}
+#: Calls for an execution, ThreatGram's commonest threat ("hang them all", "firing
+#: squad", "to the gallows"): the act itself names the violence, so no target is needed
+#: beside the words that only an execution means; "hang" itself needs someone to hang
+#: ("hang out", "hang in there", "hang the picture" are not).
+EXECUTION = re.compile(
+    r"\b(?:firing\s+squads?|gallows|nooses?|guillotines?|public\s+(?:hangings?|executions?)"
+    r"|electric\s+chair|get\s+(?:the|a)\s+rope|(?:tree|lamp\s*post)s?\s+and\s+(?:a\s+)?rope)\b"
+    r"|\b(?:hang|hanged|hung|execute[ds]?)\s+for\s+(?:treason|sedition|war\s+crimes|crimes)\b"
+    r"|\bhang\s+(?:him|her|them|'?em|these|those|every|all)\b"
+    r"(?!\s+(?:up|out|on\s+the|in\s+the|around|over))",
+    re.IGNORECASE)
+PATTERNS = {"intent": INTENT, "menace": MENACE, "call": CALL, "execution": EXECUTION}
 
 
 def threat_shape(text: str) -> str | None:
