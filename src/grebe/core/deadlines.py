@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import time
 from contextvars import ContextVar
-from typing import Any, overload
+from typing import Any, Protocol, overload
 
 from grebe.constants import WAIT_CREDIT_MAX_S
 
@@ -102,6 +102,29 @@ class WaitLedger:
 
 # The ledger of the payload being run (None outside a plan master's run).
 payload_waits: ContextVar[WaitLedger | None] = ContextVar("grebe_payload_waits", default=None)
+
+
+class Queued(Protocol):
+    """A request of one payload that queues for a shared resource (a model batcher, a
+    media pipeline stage), maybe more than once: `ledger` is payload_waits at its
+    creation, `queued` whether a stay in a queue is being booked on it."""
+
+    ledger: WaitLedger | None
+    queued: bool
+
+
+def queue_begins(request: Queued) -> None:
+    """The request entered a queue: book the wait on its ledger (no-op if booked)."""
+    if request.ledger is not None and not request.queued:
+        request.ledger.begin()
+        request.queued = True
+
+
+def queue_ends(request: Queued) -> None:
+    """The request left the queue (it runs, fails or is dropped): once per begin."""
+    if request.ledger is not None and request.queued:
+        request.ledger.end()
+        request.queued = False
 
 
 class Deadline:

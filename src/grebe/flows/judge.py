@@ -33,7 +33,8 @@ Why target-aware: profanity in joy ("that's fucking awesome!") is not harassment
   spam head reads "make you pay" as money; a threat is not promotion).
 
 Thresholds are policy data: `head_thresholds["<head>.<class>"]` of the plan when set,
-else the head's own threshold, chosen on its validation split at its stated FPR. A head
+else the head's own threshold, chosen on its validation split at its stated FPR (the
+threat head's floor for a threat-shaped text is `head_thresholds["threat.shaped"]`). A head
 abstains (`unsupported_language`) on a post in a language it was not trained and
 evaluated on; an abstaining head never fires.
 """

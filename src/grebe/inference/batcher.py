@@ -40,7 +40,7 @@ from typing import Generic, TypeVar
 
 from prometheus_client import Counter, Histogram
 
-from grebe.core.deadlines import WaitLedger, payload_waits
+from grebe.core.deadlines import WaitLedger, payload_waits, queue_begins, queue_ends
 from grebe.errors import InferenceError, ModelUnavailableError
 
 T = TypeVar("T")
@@ -70,21 +70,16 @@ class BatcherStoppedError(ModelUnavailableError):
 
 
 class _Request(Generic[T, R]):
+    """Queued from creation until its batch starts or it fails (`queue_ends`)."""
+
     __slots__ = ("future", "item", "ledger", "queued")
 
     def __init__(self, item: T, future: asyncio.Future[R]) -> None:
         self.item = item
         self.future = future
         self.ledger: WaitLedger | None = payload_waits.get()
-        self.queued = self.ledger is not None
-        if self.ledger is not None:
-            self.ledger.begin()
-
-    def dequeued(self) -> None:
-        """The request stopped waiting (its batch starts, or it fails): once only."""
-        if self.queued and self.ledger is not None:
-            self.ledger.end()
-            self.queued = False
+        self.queued = False
+        queue_begins(self)
 
 
 def _others_shares(batch: list[_Request[T, R]]) -> list[tuple[WaitLedger, float]]:
@@ -197,7 +192,7 @@ class MicroBatcher(Generic[T, R]):
             except asyncio.QueueEmpty:
                 return
             if isinstance(request, _Request):
-                request.dequeued()
+                queue_ends(request)
                 if not request.future.done():
                     request.future.set_exception(error)
 
@@ -227,7 +222,7 @@ class MicroBatcher(Generic[T, R]):
                 with contextlib.suppress(asyncio.CancelledError):
                     await put
         if put.cancelled():
-            request.dequeued()
+            queue_ends(request)
             raise BatcherStoppedError(f"{self.name}: stopped")
         if self._stopped and not request.future.done():
             # Queued after stop() emptied the queue: nobody else will answer it.
@@ -282,7 +277,7 @@ class MicroBatcher(Generic[T, R]):
                     break
                 batch.append(request)  # type: ignore[arg-type]
             for request in batch:  # the batch starts: its requests stop waiting
-                request.dequeued()
+                queue_ends(request)
             live = [r for r in batch if not r.future.done()]  # drop cancelled callers
             batch.clear()
             if not live:
@@ -358,6 +353,6 @@ class MicroBatcher(Generic[T, R]):
     @staticmethod
     def _fail(batch: list[_Request[T, R]], error: BaseException) -> None:
         for request in batch:
-            request.dequeued()
+            queue_ends(request)
             if not request.future.done():
                 request.future.set_exception(error)

@@ -26,7 +26,7 @@ from typing import Any
 
 from PIL import Image
 
-from grebe.core.deadlines import WaitLedger, payload_waits
+from grebe.core.deadlines import WaitLedger, payload_waits, queue_begins, queue_ends
 from grebe.errors import GrebeError, MediaError
 from grebe.inference.base import OCR, ImageClassifier, Service
 from grebe.inference.nsfw import NSFW as NSFW_LABEL  # the score read from the classifier
@@ -75,16 +75,6 @@ class _Job:
     # not running, so it does not count against the media task's time limit.
     ledger: WaitLedger | None = None
     queued: bool = False
-
-    def wait_begins(self) -> None:
-        if self.ledger is not None and not self.queued:
-            self.ledger.begin()
-            self.queued = True
-
-    def wait_ends(self) -> None:
-        if self.ledger is not None and self.queued:
-            self.ledger.end()
-            self.queued = False
     step: asyncio.Future[None] | None = None  # the stage handler running it, if any
 
 
@@ -184,7 +174,7 @@ class MediaPipeline:
                    future=asyncio.get_running_loop().create_future(),
                    ledger=payload_waits.get())
         self._jobs.add(job)
-        job.wait_begins()
+        queue_begins(job)
         # Wait for room, unless stop() abandons the job first (then the put never lands).
         put = asyncio.ensure_future(self._let_in(job))
         try:
@@ -253,7 +243,7 @@ class MediaPipeline:
         queue, stats = self._queues[stage], self._stats[stage]
         while True:
             job = await queue.get()
-            job.wait_ends()
+            queue_ends(job)
             if stage == DOWNLOAD and self._download_room is not None:
                 self._download_room.release()  # room for the next in line
             self._observe_depth(stage)
@@ -284,7 +274,7 @@ class MediaPipeline:
             if self._metrics is not None:
                 self._metrics.finished(stage, elapsed, ok)
             if ok and following is not None and not job.cancelled:
-                job.wait_begins()
+                queue_begins(job)
                 await self._queues[following].put(job)  # backpressure: waits for room
                 self._observe_depth(following)
             else:
@@ -298,7 +288,7 @@ class MediaPipeline:
             self._metrics.queue_depth(stage, depth)
 
     async def _finish(self, job: _Job) -> None:
-        job.wait_ends()
+        queue_ends(job)
         workdir, job.workdir = job.workdir, None
         if workdir is not None:
             await asyncio.to_thread(shutil.rmtree, workdir, True)
