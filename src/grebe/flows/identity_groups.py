@@ -35,6 +35,8 @@ GROUP = re.compile(
     rf"|women|kids|children|immigrants|refugees|families|race|guys|girls)|islam|judaism"
     rf"|(?:{_NOUNS}))(?!\w)",
     re.IGNORECASE)
+#: one group adjective on its own ("gay", "muslim"): a word a spelling may hide
+ADJECTIVE = re.compile(rf"(?:{_ADJECTIVES})", re.IGNORECASE)
 
 
 def names_group(text: str) -> str | None:

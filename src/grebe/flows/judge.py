@@ -46,7 +46,14 @@ from dataclasses import dataclass, replace
 
 from grebe.core.task import TaskContext
 from grebe.errors import ConfigError
-from grebe.flows import identity_groups, language, rude_words, shared, threat_speech
+from grebe.flows import (
+    identity_groups,
+    language,
+    rude_words,
+    shared,
+    spelling,
+    threat_speech,
+)
 
 SPAM, OFFENSIVE, INSULT, HATE, THREAT = "spam", "offensive", "insult", "hate", "threat"
 TARGET_HEAD, INDIVIDUAL, GROUP, OTHER = "target", "individual", "group", "other"
@@ -176,6 +183,9 @@ async def verdicts(ctx: TaskContext, text: str, *, gate: bool = True) -> dict[st
     heads = ctx.services.models.heads
     if heads is None or not text.strip():
         return {}
+    restored = spelling.restore(text)
+    if restored is not None:  # judged as spelt plainly; an ordinary post never is
+        text = restored.text
     probs = await shared.head_probs(ctx, text)
     out: dict[str, Verdict] = {}
     for name, (head, cls) in POSITIVE.items():
@@ -240,6 +250,9 @@ async def verdicts(ctx: TaskContext, text: str, *, gate: bool = True) -> dict[st
                                  reason=f"{offensive.reason}{words}")
     if offensive is not None and TARGET_HEAD in heads.heads:
         out[INSULT] = _insult(ctx, text, offensive, probs[TARGET_HEAD])
+    if restored is not None:
+        out = {name: replace(v, reason=f"{v.reason}; {restored.reason()}") if v.fired else v
+               for name, v in out.items()}
     return out
 
 
