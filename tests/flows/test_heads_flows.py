@@ -75,6 +75,16 @@ async def test_insult_aimed_at_a_person() -> None:
     assert actions(out["safety_ptos"]) == ["harassment:limit_reach"]
 
 
+async def test_an_insult_word_said_to_someone_is_an_insult_whatever_the_target_head() -> None:
+    # "you" and "those people" split the double's target head: individual 0.47 < 0.5
+    told = await run(heads_services(), "you stupid idiot, like those people")
+    assert "insult" in told["post_safety"].labels
+    assert "said to someone" in told["post_safety"].reasons["insult"]
+    # an insult word about others, said to no one, still needs the target head
+    about = await run(heads_services(), "those people are stupid idiots")
+    assert "insult" not in about["post_safety"].labels
+
+
 @pytest.mark.parametrize("text", ["I hate Mondays", "I. Hate. Burpees.",
                                   "that workout killed me"])
 async def test_harmless_hate_and_kill(text: str) -> None:

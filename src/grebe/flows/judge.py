@@ -8,9 +8,10 @@ Why target-aware: profanity in joy ("that's fucking awesome!") is not harassment
   or an insult word: grebe.flows.rude_words). The head alone reads "that workout killed
   me" as offensive; a post without offensive language is not. Profanity aimed at no one:
   a label, never on its own a reason to remove or limit.
-- `insult`: offensive **and** the target head says the post is aimed at an individual
-  **and** it has an insult word or slur or speaks to someone ("you"). An @mention is not a target
-  (the head reads the words, not the markup).
+- `insult`: offensive **and** aimed at a person: the target head says so and the post
+  has an insult word or slur or speaks to someone ("you"), or the post says an insult
+  word to someone ("you absolute clown") whatever the target head reads. An @mention is
+  not a target (the head reads the words, not the markup).
 - `hate`: the hate head at its threshold **and** the post about a group: the target
   head reading it as aimed at a group or other collective rather than at an individual
   (P(group) + P(other) >= P(individual)), or the post naming an identity group
@@ -274,10 +275,15 @@ def _insult(ctx: TaskContext, text: str, offensive: Verdict, target: dict[str, f
     limit, source = threshold(ctx, TARGET_HEAD, INDIVIDUAL)
     insulting = rude_words.insulting_word(text)
     spoken_to = rude_words.addresses_someone(text)
-    pointed = ("" if not (harsh and aimed >= limit)  # said only where it decides
+    # An insult word said to someone ("@x you absolute clown") is aimed at a person
+    # whatever the target head reads (it learnt from OLID and misses short ones).
+    named_and_told = insulting is not None and spoken_to
+    pointed = ("" if not (harsh and (aimed >= limit or named_and_told))  # said where it decides
+               else f"; insult word {insulting!r} said to someone" if named_and_told
                else f"; insult word {insulting!r}" if insulting
                else "; speaks to someone" if spoken_to else "; no insult word, speaks to no one")
-    fired = harsh and aimed >= limit and (insulting is not None or spoken_to)
+    fired = harsh and (named_and_told or (aimed >= limit and (insulting is not None
+                                                              or spoken_to)))
     reason = (f"{harsh_reason}; target {_rule(f'{TARGET_HEAD}={INDIVIDUAL}', aimed, limit, source)}"
               f"{pointed}")
     return Verdict(min(offensive.score, aimed) if harsh else 0.0, limit, fired, reason)
