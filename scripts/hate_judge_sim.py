@@ -33,6 +33,7 @@ from heads_embed import DEFAULT_CORPORA, SERVING_PASS, EmbeddingCache
 from train_heads import load_rows
 
 from grebe.flows import judge
+from grebe.flows.hostile_words import hostile_word
 from grebe.flows.identity_groups import names_group
 from grebe.flows.policy import read_policy
 from grebe.inference.heads import TextHeads
@@ -61,8 +62,10 @@ class Replay:
         self.train_cache = EmbeddingCache(root, heads.embedder)
         self.serve_cache = EmbeddingCache(root, heads.embedder, run_batch_size=SERVING_PASS)
         info = heads.heads["hate"]
-        self.threshold = float(policy.get("defaults", {}).get("head_thresholds", {}).get(
-            "hate.hate", info.thresholds["hate"]))
+        bars = policy.get("defaults", {}).get("head_thresholds", {})
+        self.threshold = float(bars.get("hate.hate", info.thresholds["hate"]))
+        # the lower bar for a post that says a hostile word (judge._hate_with_hostile_word)
+        self.hostile_bar = float(bars.get("hate.hostile", self.threshold))
         self.remove_bar = hate_remove_bar(policy)
 
     def probs(self, texts: list[str], cache: EmbeddingCache) -> dict[str, np.ndarray]:
@@ -70,8 +73,9 @@ class Replay:
 
     def stages(self, texts: list[str]) -> dict[str, np.ndarray]:
         head16 = self.probs(texts, self.train_cache)["hate"][:, 1] >= self.threshold
-        signals = self.signals(texts, self.threshold)
-        head1, counter, aimed = signals["head1"], signals["counter"], signals["aimed"]
+        signals = self.signals(texts, min(self.threshold, self.hostile_bar))
+        counter, aimed = signals["counter"], signals["aimed"]
+        head1 = signals["head1"] | (signals["hostile"] & (signals["score"] >= self.hostile_bar))
         flows = head1 & counter & (aimed | signals["group"])
         return {"head16": head16, "head1": head1, "counter": head1 & counter, "flows": flows,
                 "remove": flows & (signals["score"] >= self.remove_bar)}
@@ -99,8 +103,9 @@ class Replay:
         col = {c: target[:, classes.index(c)] for c in classes}
         aimed = col[judge.GROUP] + col[judge.OTHER] >= col[judge.INDIVIDUAL]
         group = np.array([names_group(t) is not None for t in texts])
+        hostile = np.array([hostile_word(t) is not None for t in texts])
         return {"score": score, "head1": head1, "counter": counter, "aimed": aimed,
-                "individual": col[judge.INDIVIDUAL], "group": group}
+                "individual": col[judge.INDIVIDUAL], "group": group, "hostile": hostile}
 
 
 SHIPPED = "target rule or names a group (shipped)"
@@ -134,6 +139,32 @@ def sweep(replay: Replay, val: list, check: list, fpr: float) -> None:
         # every gate also at the policy's threshold (what the flows run)
         for t in (replay.threshold, lowest):
             row(name, t, fired, y, check)
+    two_bars(sets, check, fpr)
+
+
+def two_bars(sets: dict, check: list, fpr: float) -> None:
+    """The shipped gate with two bars: `hate.hate` for any post, the lower `hate.hostile`
+    for a post that says a hostile word it does not deny. For each upper bar, the lowest
+    lower bar whose whole rule meets `fpr` on the validation negatives; the pair with
+    the highest validation recall is the policy's."""
+    y = {k: np.array([r.labels["hate"] for r in rows]) for k, (rows, _) in sets.items()}
+    best: tuple[float, float, float] | None = None
+    for high in np.arange(SWEEP_FLOOR, 1.0, SWEEP_STEP * 2):
+        for low in np.arange(SWEEP_FLOOR, high + 1e-9, SWEEP_STEP * 2):
+            def fired(key: str, t: float, low: float = float(low),
+                      high: float = float(high)) -> np.ndarray:
+                s = sets[key][1]
+                hit = (s["score"] >= high) | (s["hostile"] & (s["score"] >= low))
+                return hit & s["counter"] & (s["aimed"] | s["group"])
+            flags = fired("own", 0.0)
+            if flags[y["own"] == 0].mean() <= fpr:
+                recall = float(flags[y["own"] == 1].mean())
+                if best is None or recall > best[0] + 1e-9:
+                    best = (recall, float(low), float(high))
+                    chosen = fired
+                break
+    if best is not None:
+        row(f"two bars: hate.hostile {best[1]:.3f}, hate.hate", best[2], chosen, y, check)
 
 
 def row(name: str, t: float, fired: Any, y: dict[str, np.ndarray], check: list) -> None:

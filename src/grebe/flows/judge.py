@@ -12,26 +12,28 @@ Why target-aware: profanity in joy ("that's fucking awesome!") is not harassment
   has an insult word or slur or speaks to someone ("you"), or the post says an insult
   word to someone ("you absolute clown") whatever the target head reads. An @mention is
   not a target (the head reads the words, not the markup).
-- `hate`: the hate head at its threshold **and** the post about a group: the target
-  head reading it as aimed at a group or other collective rather than at an individual
-  (P(group) + P(other) >= P(individual)), or the post naming an identity group
-  (grebe.flows.identity_groups: the target head, trained on OLID's insults, reads short
-  group hate as personal); never a word rule alone. "I hate Mondays" reads as a feeling of
-  the speaker (target individual 0.42 vs group+other 0.41) and is not hate.
-  Counter-speech is not hate either (`counter_speech`): a post that denounces hate
-  ("hating gay people is wrong", "statements like \"...\" are hurtful"), or that negates
-  a statement more hateful than itself ("immigrants are not the problem": the head
-  scores "immigrants are the problem" higher), keeps its hate score but does not fire.
-  Hate inside quotes whose removal leaves words the head scores well below the post
-  (`He should be in jail for wishing "death to all women"`) is reported speech.
-  The embedding puts such posts beside the hate they answer (same group, same topic),
-  which is why this is a rule on top of the head and not left to it.
-- `threat`: two signals (grebe.flows.threat_speech): a threat-shaped text (the speaker's
-  intent to harm someone, a menace, a call for violence) with the threat head at a
-  floor, or the head at its threshold unless its violent words are the speaker's
+- `hate`: the hate head at its threshold (or at the policy's lower bar `hate.hostile`
+  when the post says a hostile word it does not deny: grebe.flows.hostile_words; a post
+  defending a group has none, "vermin" or "exterminate" is one) **and** the post about a
+  group: the target head reading it as aimed at a group or other collective rather than
+  at an individual (P(group) + P(other) >= P(individual)), or the post naming an
+  identity group (grebe.flows.identity_groups: the target head, trained on OLID's
+  insults, reads short group hate as personal); never a word rule alone. "I hate
+  Mondays" reads as a feeling of the speaker (target individual 0.42 vs group+other
+  0.41) and is not hate. Counter-speech is not hate either (`counter_speech`): a post
+  that denounces hate ("hating gay people is wrong", "statements like \"...\" are
+  hurtful"), or that negates a statement more hateful than itself ("immigrants are not
+  the problem": the head scores "immigrants are the problem" higher), keeps its hate
+  score but does not fire. Hate inside quotes whose removal leaves words the head scores
+  well below the post (`He should be in jail for wishing "death to all women"`) is
+  reported speech. The embedding puts such posts beside the hate they answer (same
+  group, same topic), which is why this is a rule on top of the head and not left to it.
+- `threat`: two signals (grebe.flows.threat_speech): a threat-shaped text (the
+  speaker's intent to harm someone, a menace, a call for violence) with the threat head
+  at a floor, or the head at its threshold unless its violent words are the speaker's
   hyperbole ("that workout killed me").
-- `spam`: the spam head at its threshold, unless the text is a threat (the e-mail-trained
-  spam head reads "make you pay" as money; a threat is not promotion).
+- `spam`: the spam head at its threshold, unless the text is a threat (the
+  e-mail-trained spam head reads "make you pay" as money; a threat is not promotion).
 
 Thresholds are policy data: `head_thresholds["<head>.<class>"]` of the plan when set,
 else the head's own threshold, chosen on its validation split at its stated FPR (the
@@ -48,6 +50,7 @@ from dataclasses import dataclass, replace
 from grebe.core.task import TaskContext
 from grebe.errors import ConfigError
 from grebe.flows import (
+    hostile_words,
     identity_groups,
     language,
     rude_words,
@@ -57,6 +60,8 @@ from grebe.flows import (
 )
 
 SPAM, OFFENSIVE, INSULT, HATE, THREAT = "spam", "offensive", "insult", "hate", "threat"
+#: the policy key suffix of hate's lower bar for posts that say a hostile word
+HOSTILE = "hostile"
 TARGET_HEAD, INDIVIDUAL, GROUP, OTHER = "target", "individual", "group", "other"
 #: verdict -> (head, its positive class)
 POSITIVE: dict[str, tuple[str, str]] = {
@@ -225,6 +230,8 @@ async def verdicts(ctx: TaskContext, text: str, *, gate: bool = True) -> dict[st
             out[SPAM] = replace(spam, fired=False,
                                 reason=f"{spam.reason}; a threat, not promotion")
     hate = out.get(HATE)
+    if hate is not None and not hate.abstained and not hate.fired:
+        out[HATE] = hate = _hate_with_hostile_word(ctx, text, hate)
     if hate is not None and hate.fired:
         why = await counter_speech(ctx, text, hate.score)
         if why is not None:
@@ -255,6 +262,20 @@ async def verdicts(ctx: TaskContext, text: str, *, gate: bool = True) -> dict[st
         out = {name: replace(v, reason=f"{v.reason}; {restored.reason()}") if v.fired else v
                for name, v in out.items()}
     return out
+
+
+def _hate_with_hostile_word(ctx: TaskContext, text: str, hate: Verdict) -> Verdict:
+    """The hate head at the policy's lower bar `hate.hostile` when the post says a
+    hostile word it does not deny (grebe.flows.hostile_words); unchanged otherwise."""
+    bar = shared.settings_of(ctx).head_thresholds.get(f"{HATE}.{HOSTILE}")
+    if bar is None or hate.score < float(bar):
+        return hate
+    word = hostile_words.hostile_word(text)
+    if word is None:
+        return hate
+    return Verdict(hate.score, float(bar), True,
+                   f"{_rule(HATE, hate.score, float(bar), 'policy')} with hostile word "
+                   f"{word!r}")
 
 
 def _insult(ctx: TaskContext, text: str, offensive: Verdict, target: dict[str, float]

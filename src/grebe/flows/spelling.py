@@ -8,12 +8,12 @@ encoder's word pieces for it are noise and the heads score the post as harmless.
 is the cheapest evasion there is, so it is where a moderation system is probed first.
 
 A word is restored only when it is not an English word (symspellpy's 82,765-word
-frequency dictionary, shipped in its wheel) and its restored form is a **charged**
-word: a rude word or slur (grebe.flows.rude_words), an identity group
-(grebe.flows.identity_groups) or a hostile word (`HOSTILE`). Ordinary misspellings and
-slang ("gonna", "lmao", "2day") are left alone, so an ordinary post is judged on its
-own words and costs no second encoder pass. Restoring never labels a post by itself:
-the restored text goes through the same heads and rules as any other.
+frequency dictionary, shipped in its wheel) and its restored form is a **charged** word:
+a rude word or slur (grebe.flows.rude_words), an identity group
+(grebe.flows.identity_groups) or a hostile word (grebe.flows.hostile_words). Ordinary
+misspellings and slang ("gonna", "lmao", "2day") are left alone, so an ordinary post is
+judged on its own words and costs no second encoder pass. Restoring never labels a post
+by itself: the restored text goes through the same heads and rules as any other.
 """
 
 from __future__ import annotations
@@ -26,17 +26,8 @@ from importlib import resources
 
 from symspellpy import SymSpell, Verbosity
 
-from grebe.flows import identity_groups, rude_words
+from grebe.flows import hostile_words, identity_groups
 
-#: words of hostility and violence that are neither profanity nor a group: what hate
-#: says about its target ("filthy", "vermin") and wishes on it ("die", "exterminate")
-HOSTILE = re.compile(
-    r"hate|hated|hates|hating|hatred|hateful|despise\w*|disgust\w*|despicable|vile|filth\w*"
-    r"|scum\w*|vermin|savages?|animals|parasites?|plague|cancer|disease\w*|trash|garbage"
-    r"|subhumans?|inferior|evil|dirty|sick|kill\w*|die|dies|death|dead|murder\w*|rape\w*"
-    r"|stab\w*|shoot\w*|burn\w*|tortur\w*|suffer\w*|hang\w*|slaughter\w*|exterminat\w*|genocide|deport\w*"
-    r"|contempt|pathetic|disgrace\w*|cockroach\w*|rats|pigs|monkeys?|apes?|worst",
-    re.IGNORECASE)
 #: leet digits and symbols inside a word, and what they stand for ("1" may be an l)
 LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t",
                       "@": "a", "$": "s", "!": "i"})
@@ -68,8 +59,7 @@ class Restored:
 
 def charged(word: str) -> bool:
     """A rude word, slur, identity group or hostile word (one word, any case)."""
-    return bool(rude_words.RUDE.fullmatch(word) or HOSTILE.fullmatch(word)
-                or identity_groups.GROUP.fullmatch(word)
+    return bool(hostile_words.hostile(word) or identity_groups.GROUP.fullmatch(word)
                 or identity_groups.ADJECTIVE.fullmatch(word))
 
 

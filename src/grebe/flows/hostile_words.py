@@ -1,0 +1,60 @@
+"""Hostile words said, not denied: the lexical signal that lets the hate head's verdict
+stand at a lower bar (grebe.flows.judge).
+
+Why: the hate head reads a sentence embedding, which places a post by its topic, so a
+post defending a group ("Women are human beings. They deserve respect") sits near the
+hate it answers and can clear the head's bar. Hate says something hostile about its
+target: a hostile word ("vermin", "filthy", "exterminate"), a slur or profanity. A post
+with such a word that it does not deny ("immigrants are not criminals" denies it) may
+be judged at a lower bar; a post without one needs the head's own, higher bar. Implicit
+hate with no hostile word ("they should all be locked up in cages") is left to the head.
+Both bars are policy data, chosen on the validation split at the head's stated FPR
+(docs/quality.md).
+"""
+
+from __future__ import annotations
+
+import re
+
+from grebe.flows import rude_words
+
+#: words of hostility and violence that are neither profanity nor a group: what hate
+#: says about its target ("filthy", "vermin") and wishes on it ("die", "exterminate")
+HOSTILE = re.compile(
+    r"hate|hated|hates|hating|hatred|hateful|despise\w*|disgust\w*|despicable|vile|filth\w*"
+    r"|scum\w*|vermin|savages?|animals|parasites?|plague|cancer|disease\w*|trash|garbage"
+    r"|subhumans?|inferior|evil|dirty|sick|kill\w*|die|dies|death|dead|murder\w*|rape\w*"
+    r"|stab\w*|shoot\w*|burn\w*|tortur\w*|suffer\w*|hang\w*|slaughter\w*|exterminat\w*"
+    r"|genocide|deport\w*|contempt|pathetic|disgrace\w*|cockroach\w*|rats|pigs|monkeys?"
+    r"|apes?|worst",
+    re.IGNORECASE)
+WORD = re.compile(r"(?<![\w@#])[\w'*]+(?![\w*])")
+#: a negation that denies what follows it in its clause
+NEGATION = re.compile(
+    r"\b(?:not|never|no|nobody|none|nothing|cannot|(?:do|does|did|is|are|was|were|wo|ca"
+    r"|should|would|must|could)n'?t)\b", re.IGNORECASE)
+#: where a clause ends, for a negation's reach ("... don't belong here and they're sick")
+CLAUSE_END = re.compile(r"[.,;:!?]|\bbut\b|\band\s+(?:they|they're|he|she|we|i|you|it|these"
+                        r"|those)\b", re.IGNORECASE)
+#: how far back a negation may stand from the word it denies
+NEGATION_REACH = 40
+
+
+def hostile(word: str) -> bool:
+    """A hostile word, slur or profanity (one word, any case)."""
+    return bool(HOSTILE.fullmatch(word) or rude_words.RUDE.fullmatch(word))
+
+
+def denied(text: str, start: int) -> bool:
+    """Whether a negation in the same clause, shortly before `start`, denies the word
+    there ("not criminals", "no disabled person deserves to die")."""
+    before = text[max(0, start - NEGATION_REACH):start].replace("\u2019", "'")
+    return NEGATION.search(CLAUSE_END.split(before)[-1]) is not None
+
+
+def hostile_word(text: str) -> str | None:
+    """The first hostile word the text says and does not deny, lower-cased, or None."""
+    for found in WORD.finditer(text):
+        if hostile(found.group(0)) and not denied(text, found.start()):
+            return found.group(0).lower()
+    return None
