@@ -33,7 +33,7 @@ from heads_embed import DEFAULT_CORPORA, SERVING_PASS, EmbeddingCache
 from train_heads import load_rows
 
 from grebe.flows import judge
-from grebe.flows.hostile_words import hostile_word
+from grebe.flows.hostile_words import denies_hostility, hostile_word
 from grebe.flows.identity_groups import names_group
 from grebe.flows.policy import read_policy
 from grebe.inference.heads import TextHeads
@@ -94,7 +94,7 @@ class Replay:
         counter = np.ones(len(texts), dtype=bool)  # True: not counter-speech
         for i, d in denied.items():
             o = own[i]
-            if judge.DENOUNCING.search(texts[i]) or (
+            if judge.DENOUNCING.search(texts[i]) or denies_hostility(texts[i]) or (
                     o and rewritten_score[o] + judge.NEGATION_MARGIN <= score[i]) or (
                     d and rewritten_score[d] >= score[i] + judge.NEGATION_MARGIN):
                 counter[i] = False

@@ -206,10 +206,18 @@ async def test_counter_speech_that_denounces_hate_is_not_hate(text: str) -> None
     assert "counter-speech: denounces hate" in out["safety_ptos"].reasons["ptos.hate"]
 
 
-async def test_negated_hate_is_not_hate() -> None:
-    # The double scores "vermin" 0.95, and 0.75 under a "not": "immigrants are not
-    # vermin" negates a statement the hate head scores higher, so it is counter-speech.
+async def test_denied_hostility_is_not_hate() -> None:
+    # The double scores "vermin" 0.95, and 0.75 under a "not" (>= hate.hate 0.69)
     out = await run(heads_services(), "immigrants are not vermin")
+    assert "hate" not in out["post_safety"].labels
+    assert "counter-speech: denies every hostile word it says" in (
+        out["safety_ptos"].reasons["ptos.hate"])
+
+
+async def test_negated_hate_is_not_hate() -> None:
+    # "vermin" is said here (no negation before it), but the post's "not" negates a
+    # statement the hate head scores higher (0.95 without it), so it is counter-speech.
+    out = await run(heads_services(), "immigrants, vermin. not them")
     assert "hate" not in out["post_safety"].labels
     assert "negates a statement the hate head scores higher (0.95 >= 0.75 + 0.1" in (
         out["safety_ptos"].reasons["ptos.hate"])

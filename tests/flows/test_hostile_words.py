@@ -35,3 +35,28 @@ def test_no_hostile_word_or_only_denied_ones(text: str) -> None:
 def test_reach_of_a_negation_is_bounded() -> None:
     far = "I do not think that anyone here would ever disagree that they are vermin"
     assert hostile_words.hostile_word(far) == "vermin"
+
+
+@pytest.mark.parametrize(("text", "word"), [
+    ("Immigrants are no better than rats", "rats"),  # a comparison affirms
+    ("No one else is as filthy as these people", "filthy"),
+    ("Their lives aren't worth shit", "shit"),
+    ("Is it not obvious that I hate them?", "hate"),  # the negation is the matrix verb's
+    ("I am not surprised the idea was bullshit", "bullshit"),
+])
+def test_a_negation_that_compares_or_governs_another_clause_denies_nothing(
+        text: str, word: str) -> None:
+    assert hostile_words.hostile_word(text) == word
+    assert not hostile_words.denies_hostility(text)
+
+
+@pytest.mark.parametrize(("text", "denies"), [
+    ("I don't hate gay people", True),
+    ("No immigrant deserves to die.", True),
+    ("Muslims are not vermin and not scum", True),
+    ("Muslims are not vermin, they are scum", False),  # one denied, one said
+    ("Women deserve respect", False),  # no hostile word: nothing to deny
+])
+def test_denies_hostility_only_when_every_hostile_word_is_denied(text: str,
+                                                                 denies: bool) -> None:
+    assert hostile_words.denies_hostility(text) is denies

@@ -33,9 +33,12 @@ WORD = re.compile(r"(?<![\w@#])[\w'*]+(?![\w*])")
 NEGATION = re.compile(
     r"\b(?:not|never|no|nobody|none|nothing|cannot|(?:do|does|did|is|are|was|were|wo|ca"
     r"|should|would|must|could)n'?t)\b", re.IGNORECASE)
-#: where a clause ends, for a negation's reach ("... don't belong here and they're sick")
-CLAUSE_END = re.compile(r"[.,;:!?]|\bbut\b|\band\s+(?:they|they're|he|she|we|i|you|it|these"
-                        r"|those)\b", re.IGNORECASE)
+#: where a negation's reach ends: the end of its clause ("... don't belong here and
+#: they're sick"), or a clause it governs ("is it not obvious that I hate them", "not
+#: surprised the idea was bullshit": the negation is of the matrix verb, not the word)
+CLAUSE_END = re.compile(r"[.,;:!?]|\b(?:but|that|how|because|after|when|whether|was|is|are)\b"
+                        r"|\band\s+(?:they|they're|he|she|we|i|you|it|these|those)\b",
+                        re.IGNORECASE)
 #: how far back a negation may stand from the word it denies
 NEGATION_REACH = 40
 
@@ -45,11 +48,25 @@ def hostile(word: str) -> bool:
     return bool(HOSTILE.fullmatch(word) or rude_words.RUDE.fullmatch(word))
 
 
+#: a negation that compares or excepts affirms what follows: "no better than rats",
+#: "nothing but vermin", "no one else is as filthy", "not worth shit"
+AFFIRMING = re.compile(r"(?:\b(?:no|not|nothing|none)|n't)\s+(?:better|more|less|other|else"
+                       r"|but|as|worth)\b|\bno\s+one\s+else\b", re.IGNORECASE)
+
+
 def denied(text: str, start: int) -> bool:
     """Whether a negation in the same clause, shortly before `start`, denies the word
     there ("not criminals", "no disabled person deserves to die")."""
     before = text[max(0, start - NEGATION_REACH):start].replace("\u2019", "'")
-    return NEGATION.search(CLAUSE_END.split(before)[-1]) is not None
+    clause = AFFIRMING.sub(" ", CLAUSE_END.split(before)[-1])
+    return NEGATION.search(clause) is not None
+
+
+def denies_hostility(text: str) -> bool:
+    """Whether the text has hostile words and denies every one of them ("I don't hate
+    gay people", "no immigrant deserves to die"): it speaks against hostility."""
+    found = [m for m in WORD.finditer(text) if hostile(m.group(0))]
+    return bool(found) and all(denied(text, m.start()) for m in found)
 
 
 def hostile_word(text: str) -> str | None:

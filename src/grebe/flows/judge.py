@@ -22,12 +22,14 @@ Why target-aware: profanity in joy ("that's fucking awesome!") is not harassment
   Mondays" reads as a feeling of the speaker (target individual 0.42 vs group+other
   0.41) and is not hate. Counter-speech is not hate either (`counter_speech`): a post
   that denounces hate ("hating gay people is wrong", "statements like \"...\" are
-  hurtful"), or that negates a statement more hateful than itself ("immigrants are not
-  the problem": the head scores "immigrants are the problem" higher), keeps its hate
-  score but does not fire. Hate inside quotes whose removal leaves words the head scores
-  well below the post (`He should be in jail for wishing "death to all women"`) is
-  reported speech. The embedding puts such posts beside the hate they answer (same
-  group, same topic), which is why this is a rule on top of the head and not left to it.
+  hurtful"), that denies every hostile word it says ("I don't hate gay people", "no
+  immigrant deserves to die": grebe.flows.hostile_words), or that negates a statement
+  more hateful than itself ("immigrants are not the problem": the head scores
+  "immigrants are the problem" higher), keeps its hate score but does not fire. Hate
+  inside quotes whose removal leaves words the head scores well below the post (`He
+  should be in jail for wishing "death to all women"`) is reported speech. The embedding
+  puts such posts beside the hate they answer (same group, same topic), which is why
+  this is a rule on top of the head and not left to it.
 - `threat`: two signals (grebe.flows.threat_speech): a threat-shaped text (the
   speaker's intent to harm someone, a menace, a call for violence) with the threat head
   at a floor, or the head at its threshold unless its violent words are the speaker's
@@ -130,6 +132,8 @@ async def counter_speech(ctx: TaskContext, text: str, hate_score: float) -> str 
     if found is not None:
         quoted = " (quoting)" if QUOTING.search(text) else ""
         return f"counter-speech: denounces hate ({found.group(0)!r}){quoted}"
+    if hostile_words.denies_hostility(text):
+        return "counter-speech: denies every hostile word it says"
     own = own_words(text)
     if own is not None:
         own_score = (await shared.head_probs(ctx, own))["hate"]["hate"]
