@@ -35,6 +35,8 @@ from grebe.flows.threat_speech import SHAPED_FLOOR, hyperbole, judge_threat, thr
     "they should hang for treason",
     "firing squad for every one of them",
     "get the rope",
+    "someone should shoot that senator",  # a person named by role
+    "I will stab the judge",
 ])
 def test_threats_are_shaped(text: str) -> None:
     assert threat_shape(text) is not None
@@ -59,6 +61,8 @@ def test_threats_are_shaped(text: str) -> None:
     "hang out with friends tonight",
     "hang in there, buddy",
     "I hung up on him",
+    "we should shoot this scene again",  # a role, not a thing, makes the target
+    "someone should kill the lights",
 ])
 def test_look_alikes_are_not_shaped(text: str) -> None:
     assert threat_shape(text) is None

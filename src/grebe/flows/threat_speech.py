@@ -23,8 +23,13 @@ from __future__ import annotations
 
 import re
 
-_TARGET = (r"(?:you|ya|u|y'?all|your|yours|yourself|him|her|his|them|their|these|those"
-           r"|that\s+(?:man|woman|guy|bitch|bastard)|every\s+(?:one|last|single)|all\s+of)")
+#: people a call for violence names by role ("that senator", "the judge", "this cop")
+_PERSON = (r"(?:the|that|this|those|these)\s+(?:\w+\s+)?(?:senators?|president|politicians?"
+           r"|judges?|cops?|officers?|mayor|governor|ministers?|journalists?|reporters?"
+           r"|teachers?|guys?|man|men|woman|women|girls?|boys?|bitch(?:es)?|bastards?"
+           r"|traitors?|leaders?|congress(?:wo)?man|lawmakers?|candidates?|prime\s+minister)")
+_TARGET = (rf"(?:you|ya|u|y'?all|your|yours|yourself|him|her|his|them|their|these|those"
+           rf"|{_PERSON}|every\s+(?:one|last|single)|all\s+of)")
 #: violent acts done to someone (base form: they follow "will" / "going to")
 _HARM = (r"(?:kill|murder|shoot|stab|hurt|beat|break|burn|hang|lynch|slit|strangle|choke"
          r"|bury|punch|smash|slap|rape|torture|butcher|slaughter|execute|behead|gut|skin"
@@ -84,7 +89,8 @@ CALL = re.compile(
     rf"|(?:^|[.!?,;:]\s*|\b(?:just|let'?s|lets|go|someone\s+(?:should|needs\s+to|has\s+to)"
     rf"|somebody\s+(?:should|needs\s+to)|we\s+(?:should|must|need\s+to|have\s+to))\s+)"
     rf"(?:kill|hang|shoot|gas|exterminate|lynch|execute|behead|slaughter|murder|burn|stab)"
-    rf"\s+(?:them|him|her|those|these|all|every|the\s+lot)\b(?!\s+(?:a|an)\s+(?:message|text|dm|line))"
+    rf"\s+(?:them|him|her|those|these|all|every|the\s+lot|{_PERSON})\b"
+    rf"(?!\s+(?:a|an)\s+(?:message|text|dm|line))"
     rf"|(?:^|[.!?,;:]\s*|\b(?:just|let'?s|lets|go)\s+)(?:hang|lynch|execute|behead|gas"
     rf"|exterminate|slaughter|murder|stab)\s+(?:the|this|that|these|those|every|all|his|her"
     rf"|their)\b(?!\s+(?:thought|idea|picture|painting|poster|laundry|clothes|washing))"
