@@ -37,6 +37,10 @@ from grebe.flows.threat_speech import SHAPED_FLOOR, hyperbole, judge_threat, thr
     "get the rope",
     "someone should shoot that senator",  # a person named by role
     "I will stab the judge",
+    "they must be arrested and executed",  # ThreatGram's train split
+    "traitors should be mass executed",
+    "I wish I could hang every one of them",
+    "I want to kill all of you",
 ])
 def test_threats_are_shaped(text: str) -> None:
     assert threat_shape(text) is not None
@@ -63,6 +67,8 @@ def test_threats_are_shaped(text: str) -> None:
     "I hung up on him",
     "we should shoot this scene again",  # a role, not a thing, makes the target
     "someone should kill the lights",
+    "I want to kill this workout",
+    "I wish I could see them again",
 ])
 def test_look_alikes_are_not_shaped(text: str) -> None:
     assert threat_shape(text) is None

@@ -36,11 +36,13 @@ _HARM = (r"(?:kill|murder|shoot|stab|hurt|beat|break|burn|hang|lynch|slit|strang
          r"|bash|kick|cut|maim|firebomb|bomb|cripple|knock|blow|drown|gas|exterminate|eliminate"
          r"|destroy|end|wreck|fuck\s+up|beat\s+up|run\s+over|hunt|track"
          r"|come\s+(?:for|after)|find|make)")
-#: the speaker's intent: "I will", "we're going to", "I'm gonna", "I swear I'll"
+#: the speaker's intent or wish: "I will", "we're going to", "I'm gonna", "I swear I'll",
+#: "I want to", "I wish I could"
 _INTENT = (r"(?:\bill(?=\s+\w+\s+\w)|\b(?:i|we)\s*(?:'ll|'m\s+going\s+to|'m\s+gonna"
            r"|'re\s+going\s+to|'re\s+gonna"
            r"|\s+will|\s+shall|\s+am\s+going\s+to|\s+am\s+gonna|\s+are\s+going\s+to"
-           r"|\s+are\s+gonna|\s+gonna|\s+intend\s+to|\s+plan\s+to))")
+           r"|\s+are\s+gonna|\s+gonna|\s+intend\s+to|\s+plan\s+to|\s+want\s+to|\s+wanna"
+           r"|'d\s+love\s+to|\s+would\s+love\s+to|\s+wish\s+(?:i|we)\s+could))")
 #: what "find"/"make" must be followed by to be a threat ("I'll find you a seat" is not)
 _FIND_MAKE = (r"(?:find\s+(?:where\s+(?:you|u)\s+live|you\s+and|you\b[^.!?]{0,20}\b(?:kill|hurt"
               r"|end|make))|find\s+out\s+where\s+you\s+live"
@@ -85,7 +87,8 @@ _DONE_TO = (r"(?:killed|shot|hanged|hung|executed|lynched|murdered|burn(?:ed|t)(
 CALL = re.compile(
     rf"(?<!n't\s)(?<!not\s)(?<!never\s)"
     rf"\b(?:should|must|need\s+to|needs\s+to|deserve\s+to|deserves\s+to|ought\s+to"
-    rf"|have\s+to|has\s+to|gotta)\s+(?:all\s+|just\s+|simply\s+)?(?:be\s+|get\s+){_DONE_TO}\b"
+    rf"|have\s+to|has\s+to|gotta)\s+(?:all\s+|just\s+|simply\s+)?(?:be\s+|get\s+)"
+    rf"(?:mass\s+|publicly\s+|\w+\s+and\s+)?{_DONE_TO}\b"
     rf"|(?:^|[.!?,;:]\s*|\b(?:just|let'?s|lets|go|someone\s+(?:should|needs\s+to|has\s+to)"
     rf"|somebody\s+(?:should|needs\s+to)|we\s+(?:should|must|need\s+to|have\s+to))\s+)"
     rf"(?:kill|hang|shoot|gas|exterminate|lynch|execute|behead|slaughter|murder|burn|stab)"
