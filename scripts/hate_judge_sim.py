@@ -103,7 +103,10 @@ class Replay:
         col = {c: target[:, classes.index(c)] for c in classes}
         aimed = col[judge.GROUP] + col[judge.OTHER] >= col[judge.INDIVIDUAL]
         group = np.array([names_group(t) is not None for t in texts])
-        hostile = np.array([hostile_word(t) is not None for t in texts])
+        # the lower bar's signal (judge._hate_with_hostile_word): a named identity group
+        # and a hostile word said, not denied
+        hostile = np.array([names_group(t) is not None and hostile_word(t) is not None
+                            for t in texts])
         return {"score": score, "head1": head1, "counter": counter, "aimed": aimed,
                 "individual": col[judge.INDIVIDUAL], "group": group, "hostile": hostile}
 

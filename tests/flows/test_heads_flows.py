@@ -244,15 +244,19 @@ async def test_insult_may_use_a_lower_offensive_bar_than_the_offensive_label() -
         out["post_safety"].reasons["insult"])
 
 
-async def test_hate_has_a_lower_bar_for_a_hostile_word_said_not_denied() -> None:
+async def test_hate_has_a_lower_bar_for_a_hostile_word_said_of_a_group_not_denied() -> None:
     services = heads_services({"post_safety": {"head_thresholds": {
         "hate.hate": 0.99, "hate.hostile": 0.7}}})
-    said = await run(services, "those people are vermin")  # the double: hate 0.95
+    said = await run(services, "immigrants are vermin")  # the double: hate 0.95
     assert "hate" in said["post_safety"].labels
-    assert "0.95 >= 0.70 (policy) with hostile word 'vermin'" in (
+    assert "0.95 >= 0.70 (policy) with hostile word 'vermin' about 'immigrants'" in (
         said["post_safety"].reasons["hate"])
+    # the lower bar is for hostility about an identity group ("those people" is none)
+    unnamed = await run(heads_services({"post_safety": {"head_thresholds": {
+        "hate.hate": 0.99, "hate.hostile": 0.7}}}), "those people are vermin")
+    assert "hate" not in unnamed["post_safety"].labels
     denied = await run(heads_services({"post_safety": {"head_thresholds": {
-        "hate.hate": 0.99, "hate.hostile": 0.7}}}), "those people are not vermin")  # 0.75
+        "hate.hate": 0.99, "hate.hostile": 0.7}}}), "immigrants are not vermin")  # 0.75
     assert "hate" not in denied["post_safety"].labels  # 0.75 clears 0.70, but "not vermin"
     assert denied["post_safety"].scores["hate"] == 0.75
 

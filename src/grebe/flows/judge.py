@@ -13,8 +13,9 @@ Why target-aware: profanity in joy ("that's fucking awesome!") is not harassment
   word to someone ("you absolute clown") whatever the target head reads. An @mention is
   not a target (the head reads the words, not the markup).
 - `hate`: the hate head at its threshold (or at the policy's lower bar `hate.hostile`
-  when the post says a hostile word it does not deny: grebe.flows.hostile_words; a post
-  defending a group has none, "vermin" or "exterminate" is one) **and** the post about a
+  when the post names an identity group and says a hostile word it does not deny:
+  grebe.flows.hostile_words; a post defending a group has none, "vermin" or
+  "exterminate" is one) **and** the post about a
   group: the target head reading it as aimed at a group or other collective rather than
   at an individual (P(group) + P(other) >= P(individual)), or the post naming an
   identity group (grebe.flows.identity_groups: the target head, trained on OLID's
@@ -269,17 +270,20 @@ async def verdicts(ctx: TaskContext, text: str, *, gate: bool = True) -> dict[st
 
 
 def _hate_with_hostile_word(ctx: TaskContext, text: str, hate: Verdict) -> Verdict:
-    """The hate head at the policy's lower bar `hate.hostile` when the post says a
-    hostile word it does not deny (grebe.flows.hostile_words); unchanged otherwise."""
+    """The hate head at the policy's lower bar `hate.hostile` when the post names an
+    identity group and says a hostile word it does not deny (grebe.flows.hostile_words:
+    "landfill sites are disgusting" names no group, "I despise construction workers" no
+    identity group); unchanged otherwise."""
     bar = shared.settings_of(ctx).head_thresholds.get(f"{HATE}.{HOSTILE}")
     if bar is None or hate.score < float(bar):
         return hate
-    word = hostile_words.hostile_word(text)
+    group = identity_groups.names_group(text)
+    word = hostile_words.hostile_word(text) if group is not None else None
     if word is None:
         return hate
     return Verdict(hate.score, float(bar), True,
                    f"{_rule(HATE, hate.score, float(bar), 'policy')} with hostile word "
-                   f"{word!r}")
+                   f"{word!r} about {group!r}")
 
 
 def _insult(ctx: TaskContext, text: str, offensive: Verdict, target: dict[str, float]
