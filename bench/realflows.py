@@ -20,8 +20,10 @@ store. It prints:
   the log holds once the output topic's retention has passed; and the cosine between
   each float32 embedding and what a reader decodes from the output topic;
 - the model limit: the same posts through the same models in one process, each model
-  once per post at its best batch shape (length-sorted batches of 64), and the ratio of
-  grebe's CPU per post to it (1.0 would be no overhead at all).
+  once per post at its best batch shape (length-sorted batches of 64), with one BLAS
+  thread as in an engine (before, two spinning OpenBLAS threads put ~0.5-0.9 ms a post
+  into the limit that engines do not pay), and the ratio of grebe's CPU per post to it
+  (1.0 would be no overhead at all).
 
 CPU ms per post is the figure that holds on a busy machine; posts/s is not.
 
@@ -54,6 +56,8 @@ from pathlib import Path
 import numpy as np
 import procstat
 import yaml
+
+import grebe.blas
 
 ROOT = Path(__file__).resolve().parent.parent
 TWEETS = ROOT / "bench" / "data" / "tweets.jsonl"
@@ -360,6 +364,7 @@ def model_limit(n: int) -> dict:
     async def run() -> tuple[float, float]:
         for part in models.components():
             await part.start()
+        grebe.blas.use_one_thread()  # as build_bundle does once the models are loaded
         try:
             await models.embedder.embed(batches[0])  # warm up outside the measure
             cpu0, wall0 = time.process_time(), time.perf_counter()

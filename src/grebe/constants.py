@@ -66,8 +66,11 @@ DEAD_REASON_MAX_ATTEMPTS = "max_attempts"
 DEAD_REASON_DECODE = "decode_error"
 DEAD_REASON_POST_ID_REUSED = "post_id_reused"  # a different post under an annotated id
 
-# Engine defaults.
-DEFAULT_ENGINE_PROCESSES = 1
+# Engine defaults. Two processes: one engine's event loop thread and one-thread encoder
+# keep about one core busy (~250 posts/s on the six text flows), two engines ~370-400
+# on 2 cores (docs/benchmarks.md, "Both cores"). Per-process state (AuthorMemory,
+# coordination, the media near-duplicate index) then sees each engine's share.
+DEFAULT_ENGINE_PROCESSES = 2
 DEFAULT_ENGINE_CONCURRENCY = 1024
 DEFAULT_TASK_TIMEOUT_S = 30.0
 # A task's time limit excludes time its payload waited queued for a model, up to this

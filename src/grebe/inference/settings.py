@@ -19,7 +19,8 @@ inference:
     dim: null                  # openai: vector size (probed at start when null)
   minilm:
     model_dir: null            # a dir with model.onnx + tokenizer.json (default: packaged)
-    intra_op_threads: null     # ONNX threads (default: cores / concurrent batches)
+    intra_op_threads: 1        # ONNX threads per forward pass (null: cores / concurrent
+                               # batches); 2 cost 45% more CPU a tweet for a slower pass
     intra_op_spinning: false   # let idle ONNX threads busy-wait (costs CPU on shared cores)
     quantize: true             # run the dynamic-int8 model derived from model.onnx (2.3x
                                # less CPU; the trained heads expect it: see docs/quality.md)
@@ -103,7 +104,11 @@ class EmbedderConfig(Section):
 
 class MiniLMConfig(Section):
     model_dir: Path | None = None
-    intra_op_threads: int | None = Field(default=None, ge=1)
+    # One: a tweet's pass is too small to split. Two threads (the old default, one per
+    # core) cost 3.4-3.6 ms CPU a tweet against 2.3 and finished later (2.9-3.0 ms wall
+    # against 2.3: docs/benchmarks.md, "Both cores"); engines use the other core.
+    # None: cores / concurrent batches.
+    intra_op_threads: int | None = Field(default=1, ge=1)
     # Off: busy-waiting threads burn CPU that engines sharing the cores need.
     intra_op_spinning: bool = False
     # On: integer arithmetic, 2.3x less CPU per text (grebe.inference.minilm_quant).
