@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 
 from symspellpy import SymSpell, Verbosity
@@ -161,8 +161,10 @@ def _substitute(restorer: Callable[[str], str | None], changes: list[tuple[str, 
     return sub
 
 
+@lru_cache(maxsize=4096)
 def restore(text: str) -> Restored | None:
-    """The text with its hidden charged words spelt plainly, or None when it hides none."""
+    """The text with its hidden charged words spelt plainly, or None when it hides none.
+    Cached: the spam, safety and PTOS plans judge the same text several times a post."""
     changes: list[tuple[str, str]] = []
     spaced, leet, word = (_substitute(restorer, changes) for restorer in
                           (_restore_spaced, _restore_leet, _restore_word))
