@@ -4,6 +4,8 @@ negation in its clause denies it."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from grebe.flows import hostile_words
 
@@ -60,3 +62,18 @@ def test_a_negation_that_compares_or_governs_another_clause_denies_nothing(
 def test_denies_hostility_only_when_every_hostile_word_is_denied(text: str,
                                                                  denies: bool) -> None:
     assert hostile_words.denies_hostility(text) is denies
+
+
+def test_a_crafted_text_of_many_denials_is_read_only_so_far() -> None:
+    many = "not vermin " * 10_000
+    assert not hostile_words.denies_hostility(many)  # past MAX_HOSTILE it is no denial
+    assert hostile_words.hostile_word(many) == "vermin"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=400))
+def test_any_text_gives_a_word_it_holds_or_none(text: str) -> None:
+    word = hostile_words.hostile_word(text)
+    assert word is None or word in text.lower()
+    if hostile_words.denies_hostility(text):
+        assert word is None

@@ -5,6 +5,8 @@ judged on words it does not contain)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from grebe.flows import spelling
 
@@ -50,3 +52,19 @@ def test_every_change_is_listed() -> None:
     assert restored is not None
     assert restored.changes == (("a c a n c e r", "a cancer"), ("G4y", "Gay"))
     assert restored.text == "Gay people are a cancer"
+
+
+def test_a_crafted_text_is_restored_only_up_to_its_lookup_budget() -> None:
+    restored = spelling.restore("Muslms " * 1_000)
+    assert restored is not None
+    assert len(restored.changes) == spelling.MAX_LOOKUPS  # the rest stay as written
+    assert restored.text.count("Muslims") == spelling.MAX_LOOKUPS
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=400))
+def test_any_text_is_restored_or_left_alone(text: str) -> None:
+    restored = spelling.restore(text)
+    if restored is not None:
+        assert restored.changes and restored.text != text
+        assert all(written in text for written, _ in restored.changes)

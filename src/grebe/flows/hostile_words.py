@@ -15,6 +15,7 @@ Both bars are policy data, chosen on the validation split at the head's stated F
 from __future__ import annotations
 
 import re
+from itertools import islice
 
 from grebe.flows import rude_words
 
@@ -65,13 +66,24 @@ def denied(text: str, start: int) -> bool:
 def denies_hostility(text: str) -> bool:
     """Whether the text has hostile words and denies every one of them ("I don't hate
     gay people", "no immigrant deserves to die"): it speaks against hostility."""
-    found = [m for m in WORD.finditer(text) if hostile(m.group(0))]
-    return bool(found) and all(denied(text, m.start()) for m in found)
+    found = _hostile_words(text)
+    return 0 < len(found) <= MAX_HOSTILE and all(denied(text, m.start()) for m in found)
+
+
+#: hostile words read per text at most: a post with more is not denying them all, and a
+#: crafted one of a million words must not hold an engine
+MAX_HOSTILE = 64
+
+
+def _hostile_words(text: str) -> list[re.Match[str]]:
+    """The text's first MAX_HOSTILE + 1 hostile words."""
+    return list(islice((m for m in WORD.finditer(text) if hostile(m.group(0))), MAX_HOSTILE + 1))
 
 
 def hostile_word(text: str) -> str | None:
     """The first hostile word the text says and does not deny, lower-cased, or None."""
-    for found in WORD.finditer(text):
-        if hostile(found.group(0)) and not denied(text, found.start()):
-            return found.group(0).lower()
-    return None
+    found = _hostile_words(text)
+    for match in found[:MAX_HOSTILE]:
+        if not denied(text, match.start()):
+            return match.group(0).lower()
+    return found[-1].group(0).lower() if len(found) > MAX_HOSTILE else None

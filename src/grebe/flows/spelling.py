@@ -33,12 +33,16 @@ LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t"
                       "@": "a", "$": "s", "!": "i"})
 LEET_L = str.maketrans({"1": "l"})
 #: a word that may hide leet: letters with digits or leet symbols among them
-LEETY = re.compile(r"(?<![\w@#$])(?=[a-zA-Z0-9@$!]*[a-zA-Z])(?=[a-zA-Z0-9@$!]*[013457@$!])"
-                   r"[a-zA-Z0-9@$!]*[a-zA-Z0-9](?![\w@$])")
+LEETY = re.compile(r"(?<![\w@#$!])(?=[a-zA-Z0-9@$!]{0,30}[a-zA-Z])"
+                   r"(?=[a-zA-Z0-9@$!]{0,30}[013457@$!])[a-zA-Z0-9@$!]{1,29}[a-zA-Z0-9](?![\w@$])")
+#: non-words looked up per text at most: a crafted post of thousands of distinct
+#: non-words must not hold an engine (each lookup is ~50 us); words past it stay as written
+MAX_LOOKUPS = 256
 #: three or more single letters apart ("s h i t", "i m m i g r a n t s")
 SPACED = re.compile(r"(?<![A-Za-z])[A-Za-z](?: [A-Za-z]){2,}(?![A-Za-z])")
-#: a plain word of letters; handles, hashtags and links are left as written
-WORD = re.compile(r"(?<![\w@#/.])[A-Za-z]{4,}(?![\w/])")
+#: a plain word of letters (no English word is longer than 30); handles, hashtags and
+#: links are left as written
+WORD = re.compile(r"(?<![\w@#/.])[A-Za-z]{4,30}(?![\w/])")
 LINK = re.compile(r"https?://\S+|www\.\S+")
 #: one letter dropped or two neighbours swapped ("Muslms", "hatrd", "haet"); a changed
 #: letter is not restored: "thats" is one letter from "twats", "Fulk" from "fuck"
@@ -149,10 +153,14 @@ def _dropped_or_swapped(written: str, word: str) -> bool:
     return False
 
 
-def _substitute(restorer: Callable[[str], str | None], changes: list[tuple[str, str]]
-                ) -> Callable[[re.Match[str]], str]:
-    """A re.sub callback that restores a match with `restorer` and records the change."""
+def _substitute(restorer: Callable[[str], str | None], changes: list[tuple[str, str]],
+                budget: list[int]) -> Callable[[re.Match[str]], str]:
+    """A re.sub callback that restores a match with `restorer` and records the change,
+    while `budget` (shared by a text's callbacks) lasts."""
     def sub(match: re.Match[str]) -> str:
+        if budget[0] <= 0:
+            return match.group(0)
+        budget[0] -= 1
         plain = restorer(match.group(0))
         if plain is None:
             return match.group(0)
@@ -166,7 +174,8 @@ def restore(text: str) -> Restored | None:
     """The text with its hidden charged words spelt plainly, or None when it hides none.
     Cached: the spam, safety and PTOS plans judge the same text several times a post."""
     changes: list[tuple[str, str]] = []
-    spaced, leet, word = (_substitute(restorer, changes) for restorer in
+    budget = [MAX_LOOKUPS]
+    spaced, leet, word = (_substitute(restorer, changes, budget) for restorer in
                           (_restore_spaced, _restore_leet, _restore_word))
     pieces = []
     last = 0
