@@ -133,7 +133,10 @@ async def test_policy_threshold_overrides_the_validation_threshold() -> None:
 
 
 async def test_head_outside_its_languages_abstains() -> None:
-    out = await run(heads_services(lang="ja"), "buy cheap pills, click the free offer idiot")
+    # keywords the double fires on, in a post whose other words are not English (a post
+    # of English words only is English whatever the detector says: grebe.flows.language)
+    out = await run(heads_services(lang="ja"), "buy cheap pills, click the free offer idiot "
+                    "今日は友達とラーメンを食べました 美味しかった 本当に 楽しい 一日 でした")
     assert out["spam_comment"].labels == ["abstain"]
     assert out["spam_comment"].reasons["spam"].startswith("unsupported_language: ja 0.97")
     assert out["post_safety"].labels == ["abstain"]

@@ -15,6 +15,9 @@ from grebe.flows.services import FlowServices
 from .conftest import fake_services, payload
 
 SPAMMY = "buy cheap pills now click here free money offer, buy cheap pills now"
+SPANISH = ("mañana vamos todos juntos a la playa con mis amigos y después comemos "
+           "paella mientras vemos atardecer sobre mar tranquilo durante horas enteras "
+           "porque siempre disfrutamos muchísimo nuestras vacaciones juntos aquí")
 
 
 class Detector:
@@ -70,9 +73,24 @@ async def test_declared_language_is_trusted() -> None:
     assert out["spam_comment"].output.reasons["language"] == "en 1.00 (declared)"
 
 
+async def test_a_post_of_english_words_is_english_whatever_the_detector_guessed() -> None:
+    # py3langid reads this as Nigerian Pidgin 0.54: every English head abstained
+    text = "I hate how Christmas music starts in October"
+    out = await run(with_detector({"pcm": 0.54}), text)
+    reason = out["post_safety"].output.reasons["language"]
+    assert reason.startswith("en 1.00 (7 of 7 words English; detector-double said pcm 0.54")
+    assert out["post_safety"].output.labels == ["safe"]
+    assert out["post_safety"].output.scores["lang:en"] == 1.0
+    # a Dutch post the detector reads as Dutch stays Dutch (1 of 5 words English)
+    dutch = await run(with_detector({"nl": 0.9}), "Goedemorgen allemaal, fijne dag gewenst!")
+    assert dutch["post_safety"].output.reasons["language"].startswith("nl 0.90")
+
+
 async def test_unsupported_language_abstains_everywhere() -> None:
     services = with_detector({"es": 0.95})
-    out = await run(services, f"{SPAMMY} idiot stupid vermin kill you")
+    # the doubles' English keywords among Spanish words (a post of English words only is
+    # English whatever the detector says: next test)
+    out = await run(services, f"{SPAMMY} idiot stupid vermin kill you {SPANISH}")
     spam = out["spam_comment"].output
     assert spam.labels == ["abstain"]
     assert spam.reasons["spam"].startswith("unsupported_language: es 0.95")

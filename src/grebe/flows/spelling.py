@@ -7,13 +7,13 @@ into its neighbour ("Ihate", "todie") keeps its meaning for every reader, but th
 encoder's word pieces for it are noise and the heads score the post as harmless. This
 is the cheapest evasion there is, so it is where a moderation system is probed first.
 
-A word is restored only when it is not an English word (symspellpy's 82,765-word
-frequency dictionary, shipped in its wheel) and its restored form is a **charged** word:
-a rude word or slur (grebe.flows.rude_words), an identity group
-(grebe.flows.identity_groups) or a hostile word (grebe.flows.hostile_words). Ordinary
-misspellings and slang ("gonna", "lmao", "2day") are left alone, so an ordinary post is
-judged on its own words and costs no second encoder pass. Restoring never labels a post
-by itself: the restored text goes through the same heads and rules as any other.
+A word is restored only when it is not an English word (grebe.flows.english_words) and
+its restored form is a **charged** word: a rude word or slur (grebe.flows.rude_words),
+an identity group (grebe.flows.identity_groups) or a hostile word
+(grebe.flows.hostile_words). Ordinary misspellings and slang ("gonna", "lmao", "2day")
+are left alone, so an ordinary post is judged on its own words and costs no second
+encoder pass. Restoring never labels a post by itself: the restored text goes through
+the same heads and rules as any other.
 """
 
 from __future__ import annotations
@@ -22,11 +22,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from importlib import resources
 
 from symspellpy import SymSpell, Verbosity
 
-from grebe.flows import hostile_words, identity_groups
+from grebe.flows import english_words, hostile_words, identity_groups
 
 #: leet digits and symbols inside a word, and what they stand for ("1" may be an l)
 LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t",
@@ -67,25 +66,8 @@ def charged(word: str) -> bool:
                 or identity_groups.ADJECTIVE.fullmatch(word))
 
 
-#: rude words and slurs the frequency dictionary lacks (grebe.flows.rude_words)
-EXTRA_WORDS = {"asshole": 1, "badass": 1, "beaner": 1, "dipshit": 1, "dumbass": 1,
-               "halfwit": 1, "paki": 1, "pakis": 1, "raghead": 1, "smartass": 1, "spics": 1,
-               "towelhead": 1, "trannies": 1, "tranny": 1, "wetback": 1, "wetbacks": 1,
-               # words newer than the dictionary, which a split would otherwise cut up
-               "transphobia": 1, "transphobic": 1, "islamophobic": 1, "lgbt": 1,
-               "lgbtq": 1}
 #: the only words shorter than three letters a split may leave ("Ihate", "todie")
 SHORT_PARTS = frozenset({"a", "i", "to"})
-
-
-@cache
-def _dictionary() -> dict[str, int]:
-    """English words and their counts (symspellpy's frequency dictionary) plus the rude
-    words it lacks."""
-    path = resources.files("symspellpy") / "frequency_dictionary_en_82_765.txt"
-    with path.open(encoding="utf-8") as fh:
-        words = {word: int(count) for word, count in (line.split() for line in fh)}
-    return words | EXTRA_WORDS
 
 
 @cache
@@ -93,14 +75,14 @@ def _charged_speller() -> SymSpell:
     """A speller whose only words are the charged English words (with their counts, so
     of two equally close words the commoner wins: "hatrd" -> "hatred", not "hated")."""
     speller = SymSpell(max_dictionary_edit_distance=MAX_EDIT, prefix_length=7)
-    for word, count in _dictionary().items():
+    for word, count in english_words.dictionary().items():
         if len(word) >= MIN_EDIT_LENGTH - MAX_EDIT and charged(word):
             speller.create_dictionary_entry(word, count)
     return speller
 
 
 def _known(word: str) -> bool:
-    return word.lower() in _dictionary()
+    return english_words.is_english(word)
 
 
 def _cased(written: str, plain: str) -> str:
