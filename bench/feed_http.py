@@ -11,8 +11,9 @@ does, and serves `grebe.feed.http.build_feed_app` through `grebe.security.server
 uvicorn config (the guards, the header timeout) with the given HTTP parser. With
 `--workers N`, N such processes share one listening port (SO_REUSEPORT: the kernel
 spreads connections); each holds its own copy of the world, and what a viewer was
-served is shared between them as `feed-serve` with `feed.http_workers` shares it
-(grebe.feed.replication: each page sent to the other workers on a Unix connection).
+served and what their interest searches found are shared between them as
+`feed-serve` with `feed.http_workers` shares them (grebe.feed.replication: each page
+and neighbourhood sent to the other workers on a Unix connection).
 
 The load generator (this process) keeps a pool of keep-alive connections and sends
 `GET /home/v{n}` open-loop at `--rate` (a request's latency includes any wait for a
@@ -75,6 +76,7 @@ async def serve(args: argparse.Namespace) -> None:
         shared = seat.replicated(viewers)  # as feed-serve's workers share served posts
         await shared.start()
         feed = build_home_pipeline(settings, store, thunder, None, viewers=shared, dim=384)
+        shared.share_searches(feed.similar)  # and their interest searches
         await load_posts(feed, thunder, posts=args.posts, authors=args.authors,
                          centres=centres, now=time.time(), rng=rng, prng=prng)
         for n in range(args.viewers):

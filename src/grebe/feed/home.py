@@ -109,6 +109,9 @@ class HomeFeed:
         #: The ranker, which explains the served posts' signals after selection.
         self.weighted = next((s for s in pipeline.scorers if isinstance(s, WeightedScorer)),
                              None)
+        #: The out-of-network source, whose searches feed-serve's workers share.
+        self.similar = next((s for s in pipeline.sources if isinstance(s, SimilarPostsSource)),
+                            None)
 
     async def home(self, user_id: str, *, max_results: int | None = None,
                    safety_level: str | None = None, **query: Any) -> HomeResult:

@@ -6,8 +6,8 @@ from that store, or from a thunder service when `feed.thunder_target` is set.
 
 `serve` runs feed-serve: one process, or `feed.http_workers` worker processes on one
 port (SO_REUSEPORT: the kernel spreads connections over them), each with its own feed
-and the served posts shared (grebe.feed.replication), under a parent that forwards
-SIGINT/SIGTERM and stops them all when one exits."""
+and the served posts and interest searches shared (grebe.feed.replication), under a
+parent that forwards SIGINT/SIGTERM and stops them all when one exits."""
 
 from __future__ import annotations
 
@@ -109,6 +109,8 @@ async def feed_from_config(
         ) if settings.thunder_target else None
         feed = build_home_pipeline(config, store, thunder_store, embedder, viewers=viewers,
                                    thunder=thunder)
+        if replicated is not None:
+            replicated.share_searches(feed.similar)
         await feed.index_posts(list(thunder_store.by_id))
         await feed.start()
         try:
