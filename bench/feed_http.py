@@ -20,7 +20,8 @@ The load generator (this process) keeps a pool of keep-alive connections and sen
 free connection) with a hand-written HTTP/1.1 client, so its own CPU stays small.
 `--path healthz` asks `/healthz` instead: the cost of the HTTP layer and middleware
 alone. Printed: answers by status, latency p50/p99 of the 200s, the servers' CPU per
-answered request (from /proc, start to end of the timed window), load average.
+answered request (from /proc, start to end of the timed window) and each worker's,
+the load generator's own CPU per request, load average.
 """
 
 from __future__ import annotations
@@ -145,6 +146,7 @@ async def load(args: argparse.Namespace, pids: list[int]) -> None:
     statuses.clear()
     latencies.clear()
     before = [sample(pid) for pid in pids]
+    own = time.process_time()
     total = int(args.rate * args.seconds)
     start = time.perf_counter()
     tasks = []
@@ -156,9 +158,11 @@ async def load(args: argparse.Namespace, pids: list[int]) -> None:
         tasks.append(asyncio.create_task(one(n, scheduled)))
     await asyncio.gather(*tasks)
     wall = time.perf_counter() - start
+    own = time.process_time() - own
     after = [sample(pid) for pid in pids]
-    cpu = sum(a.cpu_s - b.cpu_s for a, b in zip(after, before, strict=True)
-              if a is not None and b is not None)
+    each = [a.cpu_s - b.cpu_s for a, b in zip(after, before, strict=True)
+            if a is not None and b is not None]
+    cpu = sum(each)
     ok = statuses.get(200, 0)
     ordered = sorted(latencies) or [0.0]
 
@@ -172,7 +176,9 @@ async def load(args: argparse.Namespace, pids: list[int]) -> None:
     print(f"  latency of the 200s p50 {pct(50):.1f} ms  p99 {pct(99):.1f} ms  "
           f"(median {statistics.median(ordered) * 1e3:.1f})")
     print(f"  server CPU {cpu:.2f} s: {cpu / max(1, sum(statuses.values())) * 1e3:.2f} ms per "
-          f"answer, {cpu / max(1, ok) * 1e3:.2f} ms per 200 (refusals included)")
+          f"answer, {cpu / max(1, ok) * 1e3:.2f} ms per 200 (refusals included); "
+          f"by worker {', '.join(f'{c:.2f}' for c in each)} s")
+    print(f"  load generator CPU {own:.2f} s: {own / total * 1e3:.2f} ms per request")
 
 
 def main() -> None:
