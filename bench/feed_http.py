@@ -7,8 +7,9 @@ load generator, CPU per request read from /proc.
 
 Each server process builds bench/feed.py's world (the same seed, so the same posts,
 viewers and embeddings; ~1,500 candidates a request), tunes the GC as `feed-serve`
-does, and serves `grebe.feed.http.build_feed_app` through `grebe.security.server`'s
-uvicorn config (the guards, the header timeout) with the given HTTP parser. With
+does, and serves `grebe.feed.http.build_feed_app` on feed-serve's event loop
+(`grebe.feed.runner.run_loop`) through `grebe.security.server`'s uvicorn config (the
+guards, the header timeout) with the given HTTP parser. With
 `--workers N`, N such processes share one listening port (SO_REUSEPORT: the kernel
 spreads connections); each holds its own copy of the world, and what a viewer was
 served and what their interest searches found are shared between them as
@@ -199,7 +200,9 @@ def main() -> None:
     parser.add_argument("--index", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        asyncio.run(serve(args))
+        from grebe.feed.runner import run_loop
+
+        run_loop(serve(args))  # feed-serve's event loop (uvloop when installed)
         return
     if not args.port:
         with socket.socket() as s:

@@ -21,10 +21,11 @@ import signal
 import socket
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from grebe.config import GrebeConfig
 from grebe.errors import ConfigError, GrebeError
@@ -129,7 +130,7 @@ def serve(config: GrebeConfig, viewers_file: Path | None = None,
     """feed-serve until SIGINT/SIGTERM: in this process, or in `feed.http_workers`
     worker processes (`setup`, e.g. logging, runs first in each)."""
     if config.feed.http_workers == 1:
-        asyncio.run(serve_http(config, viewers_file))
+        run_loop(serve_http(config, viewers_file))
         return
     serve_workers(config, viewers_file, setup)
 
@@ -198,7 +199,19 @@ def _worker(config: GrebeConfig, viewers_file: Path | None, seat: WorkerSeat,
     if setup is not None:
         setup()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers
-    asyncio.run(serve_http(config, viewers_file, seat))
+    run_loop(serve_http(config, viewers_file, seat))
+
+
+def run_loop(main: Coroutine[Any, Any, None]) -> None:
+    """Run feed-serve's event loop: uvloop when installed, as `grebe run` and `grebe
+    serve` do (its loop and sockets in C; the workers are spawned, never forked, so
+    uvloop's fork() is not in the way), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+        return
+    uvloop.run(main)
 
 
 def _stop_with_parent() -> None:
