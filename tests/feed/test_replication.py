@@ -107,6 +107,20 @@ async def test_a_neighbourhood_found_by_one_worker_spares_the_other_its_search(
         assert kept[1].more == kept[0].more
         assert np.array_equal(kept[1].similarity, kept[0].similarity)
         assert replicas[0].dropped == replicas[1].dropped == 0
+        # A neighbourhood past the largest frame is not sent (the peer would close the
+        # connection on it); pages go on arriving.
+        from grebe.feed import replication
+        hood = kept[0]
+        replication.MAX_FRAME, limit = 1000, replication.MAX_FRAME
+        try:
+            replicas[0]._found(("me", b"other queries"), hood)
+            await asyncio.sleep(0.05)
+        finally:
+            replication.MAX_FRAME = limit
+        assert replicas[0].dropped == 1 and replicas[1].neighbourhoods == 1
+        await replicas[0].record_served("me", ["p1"])
+        await _settle([replicas[1]], 1)
+        assert replicas[1].rejected == 0
     finally:
         for replica in replicas:
             await replica.stop()

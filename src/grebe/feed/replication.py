@@ -148,6 +148,10 @@ class ReplicatedViewers:
         if self._server is None or not self.peers:
             return
         body = self._encode(message)
+        if len(body) > MAX_FRAME:  # the peer would refuse it and close the connection
+            for peer in self.peers:
+                self._drop(user_id, peer, f"a frame of {len(body)} bytes")
+            return
         frame = len(body).to_bytes(_HEAD, "big") + body
         for peer in self.peers:
             writer = await self._writer(peer)
