@@ -7,19 +7,22 @@ load generator, CPU per request read from /proc.
 
 Each server process builds bench/feed.py's world (the same seed, so the same posts,
 viewers and embeddings; ~1,500 candidates a request), tunes the GC as `feed-serve`
-does, and serves `grebe.feed.http.build_feed_app` through `grebe.security.server`'s
-uvicorn config (the guards, the header timeout) with the given HTTP parser. With
+does, and serves `grebe.feed.http.build_feed_app` on feed-serve's event loop
+(`grebe.feed.runner.run_loop`) through `grebe.security.server`'s uvicorn config (the
+guards, the header timeout) with the given HTTP parser. With
 `--workers N`, N such processes share one listening port (SO_REUSEPORT: the kernel
 spreads connections); each holds its own copy of the world, and what a viewer was
-served is shared between them as `feed-serve` with `feed.http_workers` shares it
-(grebe.feed.replication: each page sent to the other workers on a Unix connection).
+served and what their interest searches found are shared between them as
+`feed-serve` with `feed.http_workers` shares them (grebe.feed.replication: each page
+and neighbourhood sent to the other workers on a Unix connection).
 
 The load generator (this process) keeps a pool of keep-alive connections and sends
 `GET /home/v{n}` open-loop at `--rate` (a request's latency includes any wait for a
 free connection) with a hand-written HTTP/1.1 client, so its own CPU stays small.
 `--path healthz` asks `/healthz` instead: the cost of the HTTP layer and middleware
 alone. Printed: answers by status, latency p50/p99 of the 200s, the servers' CPU per
-answered request (from /proc, start to end of the timed window), load average.
+answered request (from /proc, start to end of the timed window) and each worker's,
+the load generator's own CPU per request, load average.
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ async def serve(args: argparse.Namespace) -> None:
         shared = seat.replicated(viewers)  # as feed-serve's workers share served posts
         await shared.start()
         feed = build_home_pipeline(settings, store, thunder, None, viewers=shared, dim=384)
+        shared.share_searches(feed.similar)  # and their interest searches
         await load_posts(feed, thunder, posts=args.posts, authors=args.authors,
                          centres=centres, now=time.time(), rng=rng, prng=prng)
         for n in range(args.viewers):
@@ -143,6 +147,7 @@ async def load(args: argparse.Namespace, pids: list[int]) -> None:
     statuses.clear()
     latencies.clear()
     before = [sample(pid) for pid in pids]
+    own = time.process_time()
     total = int(args.rate * args.seconds)
     start = time.perf_counter()
     tasks = []
@@ -154,9 +159,11 @@ async def load(args: argparse.Namespace, pids: list[int]) -> None:
         tasks.append(asyncio.create_task(one(n, scheduled)))
     await asyncio.gather(*tasks)
     wall = time.perf_counter() - start
+    own = time.process_time() - own
     after = [sample(pid) for pid in pids]
-    cpu = sum(a.cpu_s - b.cpu_s for a, b in zip(after, before, strict=True)
-              if a is not None and b is not None)
+    each = [a.cpu_s - b.cpu_s for a, b in zip(after, before, strict=True)
+            if a is not None and b is not None]
+    cpu = sum(each)
     ok = statuses.get(200, 0)
     ordered = sorted(latencies) or [0.0]
 
@@ -170,7 +177,9 @@ async def load(args: argparse.Namespace, pids: list[int]) -> None:
     print(f"  latency of the 200s p50 {pct(50):.1f} ms  p99 {pct(99):.1f} ms  "
           f"(median {statistics.median(ordered) * 1e3:.1f})")
     print(f"  server CPU {cpu:.2f} s: {cpu / max(1, sum(statuses.values())) * 1e3:.2f} ms per "
-          f"answer, {cpu / max(1, ok) * 1e3:.2f} ms per 200 (refusals included)")
+          f"answer, {cpu / max(1, ok) * 1e3:.2f} ms per 200 (refusals included); "
+          f"by worker {', '.join(f'{c:.2f}' for c in each)} s")
+    print(f"  load generator CPU {own:.2f} s: {own / total * 1e3:.2f} ms per request")
 
 
 def main() -> None:
@@ -191,7 +200,9 @@ def main() -> None:
     parser.add_argument("--index", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        asyncio.run(serve(args))
+        from grebe.feed.runner import run_loop
+
+        run_loop(serve(args))  # feed-serve's event loop (uvloop when installed)
         return
     if not args.port:
         with socket.socket() as s:

@@ -214,3 +214,30 @@ print("ok")
                           timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_a_page_explained_at_once_equals_each_post_explained_plainly() -> None:
+    """explain_page rounds a page's numbers in one numpy pass; the definition rounds
+    each with Python's round, post by post."""
+    from grebe.feed.home import explain_page
+
+    prng = random.Random(7)
+    served = []
+    for i in range(50):
+        c = FeedCandidate(post_id=f"p{i}", author_id="a", created_at=0.0,
+                          in_network=bool(i % 2), source="thunder", score=prng.uniform(0, 4))
+        c.signals = {name: prng.random() for name in ("interest", "recency", "quality")}
+        c.score_parts = {name: 0.3 * v for name, v in c.signals.items()}
+        if i % 5:  # a post ranked without the diversity scorer has no factor
+            c.score_parts["author_diversity"] = prng.choice([1.0, 0.6, 0.36])
+        served.append(c)
+    filters = ["duplicate", "seen"]
+    expected = [{
+        "source": c.source, "in_network": c.in_network, "filters_passed": filters,
+        "signals": {k: round(v, 6) for k, v in c.signals.items()},
+        "contributions": {k: round(v, 6) for k, v in c.score_parts.items()
+                          if k != "author_diversity"},
+        "author_diversity": round(c.score_parts.get("author_diversity", 1.0), 6),
+        "score": round(c.score, 6),
+    } for c in served]
+    assert explain_page(served, filters) == expected

@@ -123,3 +123,29 @@ async def test_seen_posts_merge_without_copying_them_again() -> None:
     fresh = Viewer(user_id="x", seen={"f2"})
     viewers.viewers["x"] = fresh
     assert (await hydrator.hydrate(HomeQuery(user_id="x")))["seen"] is fresh.seen
+
+
+async def test_a_viewers_seen_set_is_built_once_until_their_served_posts_change() -> None:
+    """The viewer and interests hydrators both ask the directory for the viewer: the
+    second ask gets the set the first built (one copy of up to 10,000 ids a request,
+    not two), and a served post, a peer's page, an expired post or a new viewer
+    record gives a new set holding what changed."""
+    clock = [1000.0]
+    viewers = MemoryViewerDirectory({"v": Viewer(user_id="v")}, seen_window_s=60,
+                                    clock=lambda: clock[0])
+    await viewers.record_served("v", ["p1", "p2"])
+    first = (await viewers.get("v")).seen
+    assert (await viewers.get("v")).seen is first == {"p1", "p2"}
+    await viewers.record_served("v", ["p3"])
+    assert (await viewers.get("v")).seen == {"p1", "p2", "p3"}
+    assert first == {"p1", "p2"}  # the set handed out before is left as it was
+    viewers.served_at("v", ["p4"], clock[0])  # another worker's page
+    assert (await viewers.get("v")).seen == {"p1", "p2", "p3", "p4"}
+    clock[0] += 61  # all expired...
+    await viewers.record_served("v", ["p5"])
+    clock[0] += 1
+    assert (await viewers.get("v")).seen == {"p5"}
+    viewers.viewers["v"] = Viewer(user_id="v", seen={"f1"})  # a new record of the viewer
+    assert (await viewers.get("v")).seen == {"f1", "p5"}
+    clock[0] += 60  # p5 expires on the next ask
+    assert (await viewers.get("v")).seen == {"f1"}

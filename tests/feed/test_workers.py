@@ -148,3 +148,19 @@ def _children(pid: int) -> list[int]:
         return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     except OSError:
         return []
+
+
+def test_feed_serve_runs_on_uvloop_when_installed() -> None:
+    """feed-serve's loop (`run_loop`, in one process or in each worker) is uvloop's, as
+    `grebe run` and `grebe serve` use."""
+    import uvloop
+
+    from grebe.feed.runner import run_loop
+
+    loops: list[type] = []
+
+    async def record() -> None:
+        loops.append(type(asyncio.get_running_loop()))
+
+    run_loop(record())
+    assert loops == [uvloop.Loop]

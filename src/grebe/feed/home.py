@@ -16,8 +16,10 @@ new embeddings reach the out-of-network index.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
+
+import numpy as np
 
 from grebe.config import GrebeConfig
 from grebe.feed.ann import PostANNIndex
@@ -66,17 +68,40 @@ class TopKSelector(ScoreSelector[HomeQuery, FeedCandidate]):
 def explain(candidate: FeedCandidate, filters_run: list[str]) -> dict[str, object]:
     """Why a served post is here: where it came from, the filters it passed, each
     signal's value and contribution, the author-diversity factor and the final score."""
-    parts = dict(candidate.score_parts)
-    diversity = parts.pop("author_diversity", 1.0)
-    return {
-        "source": candidate.source,
-        "in_network": candidate.in_network,
-        "filters_passed": list(filters_run),
-        "signals": {k: round(v, 6) for k, v in candidate.signals.items()},
-        "contributions": {k: round(v, 6) for k, v in parts.items()},
-        "author_diversity": round(diversity, 6),
-        "score": round(candidate.score, 6),
-    }
+    return explain_page([candidate], filters_run)[0]
+
+
+def explain_page(served: Sequence[FeedCandidate], filters_run: list[str]
+                 ) -> list[dict[str, object]]:
+    """`explain` for each served post, its numbers rounded to 6 places in one numpy
+    pass for the page: Python's `round` per number cost ~0.2 ms of a 50-post page
+    (12 numbers a post), numpy's 0.01 (one-off). numpy rounds the value times 10**6,
+    so in a rare half-way case it may differ from Python's correctly rounded value in
+    the 6th place; none of 1,000,000 random numbers in 0..1 did."""
+    parts = [dict(c.score_parts) for c in served]
+    flat: list[float] = []
+    for candidate, part in zip(served, parts, strict=True):
+        diversity = part.pop("author_diversity", 1.0)
+        flat += candidate.signals.values()
+        flat += part.values()
+        flat += (diversity, candidate.score)
+    rounded = np.round(np.array(flat, dtype=np.float64), 6).tolist()
+    out: list[dict[str, object]] = []
+    at = 0
+    for candidate, part in zip(served, parts, strict=True):
+        signals = candidate.signals
+        n, m = len(signals), len(part)
+        out.append({
+            "source": candidate.source,
+            "in_network": candidate.in_network,
+            "filters_passed": list(filters_run),
+            "signals": dict(zip(signals, rounded[at : at + n], strict=True)),
+            "contributions": dict(zip(part, rounded[at + n : at + n + m], strict=True)),
+            "author_diversity": rounded[at + n + m],
+            "score": rounded[at + n + m + 1],
+        })
+        at += n + m + 2
+    return out
 
 
 class RecordServed:
@@ -109,6 +134,9 @@ class HomeFeed:
         #: The ranker, which explains the served posts' signals after selection.
         self.weighted = next((s for s in pipeline.scorers if isinstance(s, WeightedScorer)),
                              None)
+        #: The out-of-network source, whose searches feed-serve's workers share.
+        self.similar = next((s for s in pipeline.sources if isinstance(s, SimilarPostsSource)),
+                            None)
 
     async def home(self, user_id: str, *, max_results: int | None = None,
                    safety_level: str | None = None, **query: Any) -> HomeResult:
@@ -126,7 +154,10 @@ class HomeFeed:
             weighted.explain_signals(result.query, result.selected)
         for candidate in result.selected:
             candidate.score_parts = contributions(candidate, self.settings)
-            candidate.explanation = explain(candidate, result.filters_run)
+        for candidate, why in zip(result.selected,
+                                  explain_page(result.selected, result.filters_run),
+                                  strict=True):
+            candidate.explanation = why
         return result
 
     async def index_posts(self, post_ids: Iterable[str]) -> int:

@@ -85,18 +85,22 @@ class Neighbourhood:
         return np.flatnonzero(~drop)[:k]
 
 
+#: A neighbourhood's viewer and interest queries (their float32 bytes).
+NeighbourhoodKey = tuple[str, bytes]
+
+
 class NeighbourhoodCache:
     """Neighbourhoods by (viewer, interest queries), each kept `ttl_s`, at most `size`
     (least recently used dropped first); `ttl_s` 0 keeps nothing."""
 
     def __init__(self, ttl_s: float, size: int, clock: Callable[[], float]) -> None:
         self.ttl_s = ttl_s
-        self._cache: TTLCache[tuple[str, bytes], Neighbourhood] | None = \
+        self._cache: TTLCache[NeighbourhoodKey, Neighbourhood] | None = \
             TTLCache(maxsize=size, ttl=ttl_s, timer=clock) if ttl_s > 0 else None
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: tuple[str, bytes]) -> Neighbourhood | None:
+    def get(self, key: NeighbourhoodKey) -> Neighbourhood | None:
         found = self._cache.get(key) if self._cache is not None else None
         if found is None:
             self.misses += 1
@@ -104,7 +108,7 @@ class NeighbourhoodCache:
             self.hits += 1
         return found
 
-    def put(self, key: tuple[str, bytes], hood: Neighbourhood) -> None:
+    def put(self, key: NeighbourhoodKey, hood: Neighbourhood) -> None:
         if self._cache is not None:
             self._cache[key] = hood
 

@@ -6,8 +6,8 @@ from that store, or from a thunder service when `feed.thunder_target` is set.
 
 `serve` runs feed-serve: one process, or `feed.http_workers` worker processes on one
 port (SO_REUSEPORT: the kernel spreads connections over them), each with its own feed
-and the served posts shared (grebe.feed.replication), under a parent that forwards
-SIGINT/SIGTERM and stops them all when one exits."""
+and the served posts and interest searches shared (grebe.feed.replication), under a
+parent that forwards SIGINT/SIGTERM and stops them all when one exits."""
 
 from __future__ import annotations
 
@@ -21,10 +21,11 @@ import signal
 import socket
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from grebe.config import GrebeConfig
 from grebe.errors import ConfigError, GrebeError
@@ -109,6 +110,8 @@ async def feed_from_config(
         ) if settings.thunder_target else None
         feed = build_home_pipeline(config, store, thunder_store, embedder, viewers=viewers,
                                    thunder=thunder)
+        if replicated is not None:
+            replicated.share_searches(feed.similar)
         await feed.index_posts(list(thunder_store.by_id))
         await feed.start()
         try:
@@ -127,7 +130,7 @@ def serve(config: GrebeConfig, viewers_file: Path | None = None,
     """feed-serve until SIGINT/SIGTERM: in this process, or in `feed.http_workers`
     worker processes (`setup`, e.g. logging, runs first in each)."""
     if config.feed.http_workers == 1:
-        asyncio.run(serve_http(config, viewers_file))
+        run_loop(serve_http(config, viewers_file))
         return
     serve_workers(config, viewers_file, setup)
 
@@ -196,7 +199,19 @@ def _worker(config: GrebeConfig, viewers_file: Path | None, seat: WorkerSeat,
     if setup is not None:
         setup()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers
-    asyncio.run(serve_http(config, viewers_file, seat))
+    run_loop(serve_http(config, viewers_file, seat))
+
+
+def run_loop(main: Coroutine[Any, Any, None]) -> None:
+    """Run feed-serve's event loop: uvloop when installed, as `grebe run` and `grebe
+    serve` do (its loop and sockets in C; the workers are spawned, never forked, so
+    uvloop's fork() is not in the way), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+        return
+    uvloop.run(main)
 
 
 def _stop_with_parent() -> None:

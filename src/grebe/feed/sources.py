@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter
 
 import numpy as np
@@ -12,7 +12,12 @@ import numpy as np
 from grebe.feed.ann import PostANNIndex
 from grebe.feed.candidates import FeedCandidate, HomeQuery, assign_candidate, candidate_row
 from grebe.feed.frame import CandidateFrame, as_column
-from grebe.feed.neighbourhood import Neighbourhood, NeighbourhoodCache, PostLookup
+from grebe.feed.neighbourhood import (
+    Neighbourhood,
+    NeighbourhoodCache,
+    NeighbourhoodKey,
+    PostLookup,
+)
 from grebe.feed.settings import FeedSettings
 from grebe.thunder.client import InNetworkPostsClient
 from grebe.thunder.store import InNetworkQuery, LightPost, ThunderStore
@@ -114,7 +119,12 @@ class SimilarPostsSource:
     `neighbourhood_cache_s` (grebe.feed.neighbourhood): a returning viewer's request
     picks from it, leaving out what they have seen, engaged with or follow by now and
     posts no longer held, and searches again only when that has eaten more than a
-    quarter of what the search gave while the index may hold more."""
+    quarter of what the search gave while the index may hold more.
+
+    `on_search`, when set, is given each neighbourhood a search found (feed-serve's
+    workers send it to each other, grebe.feed.replication), and `adopt` keeps one
+    found elsewhere: a viewer's searches, the largest part of a first request, are
+    then made by one worker, not by each."""
 
     name = "similar_posts"
 
@@ -128,6 +138,7 @@ class SimilarPostsSource:
         # ThunderStore.get is a Python method over its dict: the dict's own get gives the
         # same answer mapped in C (~1,000 lookups per request).
         self._get = posts.by_id.get if isinstance(posts, ThunderStore) else posts.get
+        self.on_search: Callable[[NeighbourhoodKey, Neighbourhood], None] | None = None
 
     def enable(self, query: HomeQuery) -> bool:
         return query.interest_vector is not None and self.settings.out_of_network_max > 0
@@ -157,11 +168,22 @@ class SimilarPostsSource:
             chosen = pick(hood)
             hood.filled = len(chosen)
             self.neighbourhoods.put(key, hood)
+            if self.on_search is not None:
+                self.on_search(key, hood)
         similarity = hood.similarity[chosen]
         return frame_of({name: column[chosen] for name, column in hood.columns.items()},
                         in_network=False, similarity=similarity,
                         sources=np.where(similarity >= s.min_similarity, self.name,
                                          BACKFILL_SOURCE).astype(object))
+
+    def adopt(self, key: NeighbourhoodKey, post_ids: Sequence[str],
+              similarity: Sequence[float], *, more: bool, filled: int) -> None:
+        """Keep a neighbourhood another worker's search found (its posts and their
+        similarities, `more` and `filled` as that search set them) as if searched here:
+        posts this process does not hold are left out, as after a search."""
+        hood = self._neighbourhood([zip(post_ids, similarity, strict=True)], more)
+        hood.filled = filled
+        self.neighbourhoods.put(key, hood)
 
     def _search(self, query: HomeQuery, queries: np.ndarray, k: int,
                 pick: Callable[[Neighbourhood], np.ndarray]) -> Neighbourhood:
@@ -181,7 +203,7 @@ class SimilarPostsSource:
             hood = self._neighbourhood(found, len(deeper) == depth)
         return hood
 
-    def _neighbourhood(self, found: list[list[tuple[str, float]]], more: bool
+    def _neighbourhood(self, found: Iterable[Iterable[tuple[str, float]]], more: bool
                        ) -> Neighbourhood:
         return Neighbourhood(found, self._get, self.settings.backfill_min_similarity,
                              more, post_columns)
