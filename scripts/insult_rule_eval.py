@@ -1,7 +1,8 @@
 """How the `insult` verdict's rules do on real labelled comments (grebe.flows.judge):
 the offensive head at the policy's insult bar, aimed at a person by the target head
 with an insult word or "you" (the rule before policy 2026.11.28-2), and the same or an
-insult word said to someone ("you absolute clown") whatever the target head reads.
+insult word said to someone ("you absolute clown") whatever the target head reads, at
+the insult bar or at the offensive label's bar (shipped).
 
     .venv/bin/python scripts/insult_rule_eval.py
 
@@ -60,15 +61,20 @@ def main() -> None:
     you = np.array([rude_words.addresses_someone(t) for t in texts])
     y = np.array([label for _, _, label in rows])
     sets = np.array([name for name, _, _ in rows])
+    low = probs["offensive"][:, 1] >= float(bars.get("offensive.offensive", harsh_bar))
     rules = {"target head, word or you (before)": harsh & aimed & (word | you),
-             "... or insult word said to someone": harsh & ((aimed & (word | you)) | (word & you))}
+             "... or insult word said to someone, insult bar": harsh & ((aimed & (word | you))
+                                                                | (word & you)),
+             "... or said to someone at the offensive bar (shipped)": (harsh & aimed
+                                                                       & (word | you))
+             | (low & word & you)}
     print(f"{heads.version}: insult bar {harsh_bar:.4f}, target.individual {aim_bar}")
     for name in ("kaggle val", "kaggle test", "olid test", "davidson neither test"):
         idx = sets == name
         for rule, flags in rules.items():
             pos, neg = idx & (y == 1), idx & (y == 0)
             recall = f"recall {flags[pos].mean():.3f}" if pos.any() else "recall   -  "
-            print(f"  {name:22s} {rule:36s} {recall}  FPR {flags[neg].mean():.4f} "
+            print(f"  {name:22s} {rule:52s} {recall}  FPR {flags[neg].mean():.4f} "
                   f"({int(flags[neg].sum())}/{int(neg.sum())})")
 
 

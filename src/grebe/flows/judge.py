@@ -9,8 +9,9 @@ Why target-aware: profanity in joy ("that's fucking awesome!") is not harassment
   me" as offensive; a post without offensive language is not. Profanity aimed at no one:
   a label, never on its own a reason to remove or limit.
 - `insult`: offensive **and** aimed at a person: the target head says so and the post
-  has an insult word or slur or speaks to someone ("you"), or the post says an insult
-  word to someone ("you absolute clown") whatever the target head reads. An @mention is
+  has an insult word or slur or speaks to someone ("you") (the offensive head at the
+  policy's `insult.offensive` bar), or the post says an insult word to someone ("you
+  absolute clown") at the offensive label's own bar, whatever the target head reads. An @mention is
   not a target (the head reads the words, not the markup).
 - `hate`: the hate head at its threshold (or at the policy's lower bar `hate.hostile`
   when the post names an identity group and says a hostile word it does not deny:
@@ -304,15 +305,19 @@ def _insult(ctx: TaskContext, text: str, offensive: Verdict, target: dict[str, f
     limit, source = threshold(ctx, TARGET_HEAD, INDIVIDUAL)
     insulting = rude_words.insulting_word(text)
     spoken_to = rude_words.addresses_someone(text)
-    # An insult word said to someone ("@x you absolute clown") is aimed at a person
-    # whatever the target head reads (it learnt from OLID and misses short ones).
-    named_and_told = insulting is not None and spoken_to
-    pointed = ("" if not (harsh and (aimed >= limit or named_and_told))  # said where it decides
-               else f"; insult word {insulting!r} said to someone" if named_and_told
+    # An insult word said to someone ("@x you absolute clown") is an insult when the post
+    # is offensive (the label's own bar: the insult word is its rude word), whatever the
+    # target head reads (it learnt from OLID and misses short ones).
+    # Its score stays min(offensive, aimed) like any insult's: the target head's doubt
+    # keeps PTOS's harassment ladder off its remove step.
+    aimed_rule = _rule(f"{TARGET_HEAD}={INDIVIDUAL}", aimed, limit, source)
+    if insulting is not None and spoken_to and offensive.score >= offensive.threshold:
+        return Verdict(min(offensive.score, aimed), offensive.threshold, True,
+                       f"{offensive.reason}; target {aimed_rule}; insult word {insulting!r} "
+                       f"said to someone")
+    pointed = ("" if not (harsh and aimed >= limit)  # said only where it decides
                else f"; insult word {insulting!r}" if insulting
                else "; speaks to someone" if spoken_to else "; no insult word, speaks to no one")
-    fired = harsh and (named_and_told or (aimed >= limit and (insulting is not None
-                                                              or spoken_to)))
-    reason = (f"{harsh_reason}; target {_rule(f'{TARGET_HEAD}={INDIVIDUAL}', aimed, limit, source)}"
-              f"{pointed}")
+    fired = harsh and aimed >= limit and (insulting is not None or spoken_to)
+    reason = f"{harsh_reason}; target {aimed_rule}{pointed}"
     return Verdict(min(offensive.score, aimed) if harsh else 0.0, limit, fired, reason)
