@@ -42,17 +42,18 @@ CLAUSE_END = re.compile(r"[.,;:!?]|\b(?:but|that|how|because|after|when|whether|
                         re.IGNORECASE)
 #: how far back a negation may stand from the word it denies
 NEGATION_REACH = 40
+#: a negation that compares or excepts affirms what follows: "no better than rats",
+#: "nothing but vermin", "no one else is as filthy", "not worth shit"
+AFFIRMING = re.compile(r"(?:\b(?:no|not|nothing|none)|n't)\s+(?:better|more|less|other|else"
+                       r"|but|as|worth)\b|\bno\s+one\s+else\b", re.IGNORECASE)
+#: hostile words read per text at most: a post with more is not denying them all, and a
+#: crafted one of a million words must not hold an engine
+MAX_HOSTILE = 64
 
 
 def hostile(word: str) -> bool:
     """A hostile word, slur or profanity (one word, any case)."""
     return bool(HOSTILE.fullmatch(word) or rude_words.RUDE.fullmatch(word))
-
-
-#: a negation that compares or excepts affirms what follows: "no better than rats",
-#: "nothing but vermin", "no one else is as filthy", "not worth shit"
-AFFIRMING = re.compile(r"(?:\b(?:no|not|nothing|none)|n't)\s+(?:better|more|less|other|else"
-                       r"|but|as|worth)\b|\bno\s+one\s+else\b", re.IGNORECASE)
 
 
 def denied(text: str, start: int) -> bool:
@@ -68,11 +69,6 @@ def denies_hostility(text: str) -> bool:
     gay people", "no immigrant deserves to die"): it speaks against hostility."""
     found = _hostile_words(text)
     return 0 < len(found) <= MAX_HOSTILE and all(denied(text, m.start()) for m in found)
-
-
-#: hostile words read per text at most: a post with more is not denying them all, and a
-#: crafted one of a million words must not hold an engine
-MAX_HOSTILE = 64
 
 
 def _hostile_words(text: str) -> list[re.Match[str]]:

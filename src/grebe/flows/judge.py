@@ -11,27 +11,26 @@ Why target-aware: profanity in joy ("that's fucking awesome!") is not harassment
 - `insult`: offensive **and** aimed at a person: the target head says so and the post
   has an insult word or slur or speaks to someone ("you") (the offensive head at the
   policy's `insult.offensive` bar), or the post says an insult word to someone ("you
-  absolute clown") at the offensive label's own bar, whatever the target head reads. An @mention is
-  not a target (the head reads the words, not the markup).
+  absolute clown") at the offensive label's own bar, whatever the target head reads. An
+  @mention is not a target (the head reads the words, not the markup).
 - `hate`: the hate head at its threshold (or at the policy's lower bar `hate.hostile`
   when the post names an identity group and says a hostile word it does not deny:
   grebe.flows.hostile_words; a post defending a group has none, "vermin" or
-  "exterminate" is one) **and** the post about a
-  group: the target head reading it as aimed at a group or other collective rather than
-  at an individual (P(group) + P(other) >= P(individual)), or the post naming an
-  identity group (grebe.flows.identity_groups: the target head, trained on OLID's
-  insults, reads short group hate as personal); never a word rule alone. "I hate
-  Mondays" reads as a feeling of the speaker (target individual 0.42 vs group+other
-  0.41) and is not hate. Counter-speech is not hate either (`counter_speech`): a post
-  that denounces hate ("hating gay people is wrong", "statements like \"...\" are
-  hurtful"), that denies every hostile word it says ("I don't hate gay people", "no
-  immigrant deserves to die": grebe.flows.hostile_words), or that negates a statement
-  more hateful than itself ("immigrants are not the problem": the head scores
-  "immigrants are the problem" higher), keeps its hate score but does not fire. Hate
-  inside quotes whose removal leaves words the head scores well below the post (`He
-  should be in jail for wishing "death to all women"`) is reported speech. The embedding
-  puts such posts beside the hate they answer (same group, same topic), which is why
-  this is a rule on top of the head and not left to it.
+  "exterminate" is one) **and** the post about a group: the target head reading it as
+  aimed at a group or other collective rather than at an individual (P(group) + P(other)
+  >= P(individual)), or the post naming an identity group (grebe.flows.identity_groups:
+  the target head, trained on OLID's insults, reads short group hate as personal); never
+  a word rule alone. "I hate Mondays" reads as a feeling of the speaker (target
+  individual 0.42 vs group+other 0.41) and is not hate. Counter-speech is not hate
+  either (`counter_speech`): a post that denounces hate ("hating gay people is wrong",
+  "statements like \"...\" are hurtful"), that denies every hostile word it says ("I
+  don't hate gay people", "no immigrant deserves to die": grebe.flows.hostile_words), or
+  that negates a statement more hateful than itself ("immigrants are not the problem":
+  the head scores "immigrants are the problem" higher), keeps its hate score but does
+  not fire. Hate inside quotes whose removal leaves words the head scores well below the
+  post (`He should be in jail for wishing "death to all women"`) is reported speech. The
+  embedding puts such posts beside the hate they answer (same group, same topic), which
+  is why this is a rule on top of the head and not left to it.
 - `threat`: two signals (grebe.flows.threat_speech): a threat-shaped text (the
   speaker's intent to harm someone, a menace, a call for violence) with the threat head
   at a floor, or the head at its threshold unless its violent words are the speaker's

@@ -9,8 +9,8 @@ annotation, and a model whose languages do not include it **abstains** with the 
 Short texts make language id unreliable ("lol ok" -> Volapük 0.11; "I hate how
 Christmas music starts in October" -> Nigerian Pidgin 0.54). A post whose words are
 almost all English words (grebe.flows.english_words) is English whatever the detector
-guessed. A guess below
-`plans.language.min_confidence`, or from fewer than `min_letters` letters, is *unknown*:
+guessed. A guess below `plans.language.min_confidence`, or from fewer than
+`min_letters` letters, is *unknown*:
 the models still score the post (most short posts on an English platform are English,
 and dropping them would blind spam detection to "click here http://..."), but the
 policy never takes a remove or limit action on a post of unknown language
@@ -39,7 +39,7 @@ ENGLISH = "en"
 #: A post is English when at least this share of its words (and MIN_WORDS of them) are
 #: English dictionary words, whatever the detector guessed: on real tweets every
 #: non-English post the detector found scored 0.50 or less, English ones 0.75 to 1.0
-#: (docs/quality.md, "Languages").
+#: (docs/annotations.md).
 ENGLISH_SHARE = 0.8
 MIN_WORDS = 4
 #: The languages the pre-heads text models (the spam head, alt-profanity-check,
@@ -87,12 +87,12 @@ async def guess(ctx: TaskContext) -> LanguageGuess:
         if confidence < rules.min_confidence:
             note = f"top guess {top} {confidence:.2f} < {rules.min_confidence:.2f}"
             return LanguageGuess(None, confidence, detector.name, top, note)
-        english, words = english_words.english_share(post.text)
-        if top != ENGLISH and words >= MIN_WORDS and english >= ENGLISH_SHARE * words:
-            # the detector misreads short English ("... starts in October" -> pcm 0.54)
-            return LanguageGuess(ENGLISH, english / words,
-                                 f"{english} of {words} words English; {detector.name} "
-                                 f"said {top} {confidence:.2f}", top)
+        if top != ENGLISH:  # the detector misreads short English ("... October" -> pcm)
+            english, words = english_words.english_share(post.text)
+            if words >= MIN_WORDS and english >= ENGLISH_SHARE * words:
+                return LanguageGuess(ENGLISH, english / words,
+                                     f"{english} of {words} words English; {detector.name} "
+                                     f"said {top} {confidence:.2f}", top)
         return LanguageGuess(top, confidence, detector.name, top)
 
     return await shared(ctx, f"{KEY_LANG_GUESS}:{digest(post.text)}", compute)

@@ -26,6 +26,7 @@ from functools import cache, lru_cache
 from symspellpy import SymSpell, Verbosity
 
 from grebe.flows import english_words, hostile_words, identity_groups
+from grebe.flows.english_words import is_english
 
 #: leet digits and symbols inside a word, and what they stand for ("1" may be an l)
 LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t",
@@ -81,10 +82,6 @@ def _charged_speller() -> SymSpell:
     return speller
 
 
-def _known(word: str) -> bool:
-    return english_words.is_english(word)
-
-
 def _cased(written: str, plain: str) -> str:
     return plain[:1].upper() + plain[1:] if written[:1].isupper() else plain
 
@@ -94,7 +91,7 @@ def _restore_spaced(run: str) -> str | None:
     # "a s l u t", "I h a t e": a leading one-letter word stays a word
     for start in (0, 1) if letters[0].lower() in ("a", "i") else (0,):
         joined = "".join(letters[start:])
-        if len(joined) >= 3 and _known(joined) and charged(joined):
+        if len(joined) >= 3 and is_english(joined) and charged(joined):
             return " ".join([*letters[:start], joined])
     return None
 
@@ -102,7 +99,7 @@ def _restore_spaced(run: str) -> str | None:
 def _restore_leet(word: str) -> str | None:
     for table in (LEET, LEET_L):
         plain = word.translate(table).translate(LEET)
-        if plain != word and plain.isalpha() and _known(plain) and charged(plain):
+        if plain != word and plain.isalpha() and is_english(plain) and charged(plain):
             return _cased(word, plain.lower())
     return None
 
@@ -110,12 +107,12 @@ def _restore_leet(word: str) -> str | None:
 def _restore_word(word: str) -> str | None:
     """A dropped/added/swapped letter or two words run together, for a non-word."""
     low = word.lower()
-    if _known(low):
+    if is_english(low):
         return None
     for cut in range(1, len(low)):  # two words run together are exact: try them first
         head, tail = low[:cut], low[cut:]
         if all(len(part) >= 3 or part in SHORT_PARTS for part in (head, tail)) \
-                and _known(head) and _known(tail) and (charged(head) or charged(tail)):
+                and is_english(head) and is_english(tail) and (charged(head) or charged(tail)):
             return f"{word[:cut]} {word[cut:]}"
     found = [item for item in _charged_speller().lookup(low, Verbosity.ALL, MAX_EDIT)
              if _dropped_or_swapped(low, item.term)]
