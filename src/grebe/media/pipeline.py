@@ -59,6 +59,8 @@ TRANSCRIBE = "transcribe"
 NO_ASR = "no_asr_configured"  # transcript_error of speech that was not transcribed
 STOPPED = "pipeline stopped before the item finished"  # error of an item stop() abandoned
 WORK_PREFIX = "grebe-media-"  # each item's temporary directory
+#: Jobs let into the download stage at once, per download worker: in flight or queued
+DOWNLOAD_ROOM_PER_WORKER = 2
 
 
 @dataclass(eq=False)
@@ -134,8 +136,7 @@ class MediaPipeline:
             DOWNLOAD: self._download, DECODE: self._decode,
             CLASSIFY: self._classify, DEDUP: self._dedup,
         }
-        room = 2 * self._workers[DOWNLOAD]
-        self._download_room = asyncio.Semaphore(room)
+        self._download_room = asyncio.Semaphore(DOWNLOAD_ROOM_PER_WORKER * self._workers[DOWNLOAD])
         # the download queue holds only jobs let in by `_download_room`
         self._queues = {s: asyncio.Queue(maxsize=0 if s == DOWNLOAD else 2 * self._workers[s])
                         for s in STAGES}
