@@ -30,26 +30,30 @@ FUSE_GRID = (0.0, 0.25, 0.5, 0.75)
 
 def fit_ngram_heads(
     train_texts: list[str],
-    heads: dict[str, tuple[list[hc.Row], list[hc.Row]]],
+    heads: dict[str, tuple[list[hc.Row], list[hc.Row], bool]],
     out: Path,
 ) -> CharNgrams:
-    """`heads`: head -> (train rows, val rows). Writes `out` and returns it loaded."""
+    """`heads`: head -> (train rows, val rows, balance sources: weigh each source of a
+    class the same, as the embedding head does). Writes `out` and returns it loaded."""
     hashed = vectorizer()
     tfidf = TfidfTransformer(sublinear_tf=True).fit(hashed.transform(train_texts))
     coefs, biases = [], []
-    for head, (train, val) in heads.items():
+    for head, (train, val, balance) in heads.items():
         x = tfidf.transform(hashed.transform([r.text for r in train]))
         xv = tfidf.transform(hashed.transform([r.text for r in val]))
         y = np.array([r.labels[head] for r in train])
         yv = np.array([r.labels[head] for r in val])
+        w = hc.balanced_weights(train, head) if balance else None
+        wv = hc.balanced_weights(val, head) if balance else None
         best: tuple[float, float, LogisticRegression] | None = None
         for c in C_GRID:
-            model = LogisticRegression(C=c, class_weight="balanced", solver="liblinear",
-                                       max_iter=2000)
+            model = LogisticRegression(C=c, class_weight=None if balance else "balanced",
+                                       solver="liblinear", max_iter=2000)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                model.fit(x, y)
-            ap = float(average_precision_score(yv, model.predict_proba(xv)[:, 1]))
+                model.fit(x, y, sample_weight=w)
+            ap = float(average_precision_score(yv, model.predict_proba(xv)[:, 1],
+                                               sample_weight=wv))
             print(f"  char n-gram {head} C={c}: val AP {ap:.4f}")
             if best is None or ap > best[0]:
                 best = (ap, c, model)
@@ -62,11 +66,14 @@ def fit_ngram_heads(
 
 def choose_fusion(
     emb_val: np.ndarray, char_val: np.ndarray, y_val: np.ndarray,
+    weights: np.ndarray | None = None,
 ) -> tuple[float, Callable[[np.ndarray, np.ndarray], np.ndarray]]:
-    """The fusion weight with the best validation average precision."""
+    """The fusion weight with the best validation average precision (rows weighed by
+    `weights` where the head balances its sources)."""
     scored = []
     for w in FUSE_GRID:
-        ap = float(average_precision_score(y_val, (1 - w) * emb_val + w * char_val))
+        ap = float(average_precision_score(y_val, (1 - w) * emb_val + w * char_val,
+                                           sample_weight=weights))
         scored.append((ap, -w, w))
         print(f"    fuse weight {w:.2f}: val AP {ap:.4f}")
     weight = max(scored)[2]

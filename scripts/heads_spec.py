@@ -18,6 +18,12 @@ class HeadSpec:
     sources: tuple[str, ...]
     target_fpr: float  # on the validation negatives; 0 = argmax, no thresholds
     why: str
+    # Classes weigh the same and, within a class, every source weighs the same: a corpus
+    # of thousands does not drown one of ninety (the threat head, docs/quality.md).
+    balance_sources: bool = False
+    # The sources whose validation negatives set the threshold (None: all of them). A
+    # corpus whose negatives are look-alikes by design would spend the stated FPR there.
+    threshold_sources: tuple[str, ...] | None = None
 
 
 HEADS = {
@@ -49,15 +55,19 @@ HEADS = {
         " statements about the groups (ToxiGen) and Stormfront noHate as negatives;"
         " CONAN (hate speech and counter-narratives) is read only to test it",
     ),
-    # The new corpora carry no threat labels. Their non-hateful rows as extra threat
-    # negatives were tried (heads -4 dry run): the 1% threshold then sat on those easy
-    # negatives and ordinary tweets flagged as threats rose (Davidson neither 0.17% ->
-    # 0.86%, HateCheck profanity_nh 0.03 -> 0.15), so the threat head keeps its data.
+    # ThreatGram's violent replies (level 2) are the threats; its calls for legal
+    # punishment and neutral replies are the negatives the head most needs. Sources are
+    # balanced so ETHOS' 90 threats still count beside ThreatGram's 3,484, and the
+    # threshold sits at 1% of the *other* sources' negatives (ordinary tweets, ETHOS):
+    # ThreatGram's own negatives are political rage, where 1% would be spent on noise.
     "threat": HeadSpec(
         ("none", "threat"),
-        ("ethos", "davidson", "olid"),
+        ("ethos", "davidson", "olid", "threatgram"),
         0.01,
-        "threat/incitement of violence (ETHOS violence); ordinary tweets as negatives",
+        "threat/incitement of violence (ETHOS violence, ThreatGram level 2); ordinary"
+        " tweets and ThreatGram's calls for legal punishment as negatives",
+        balance_sources=True,
+        threshold_sources=("ethos", "davidson", "olid"),
     ),
 }
 
@@ -81,3 +91,7 @@ CROSS_CORPUS: list[tuple[str, tuple[str, ...], str]] = [
 # Corpora read to test the heads, never to fit them (nor the n-gram IDF): CONAN's licence
 # allows research use only, and weights fitted on it would carry it into every install.
 EVALUATION_ONLY = ("conan",)
+# The char n-grams' IDF leaves out these corpora's texts: a corpus added only
+# for one head (ThreatGram, threat) would otherwise move every head's n-gram half and
+# so every threshold the policy re-read for it.
+NGRAM_IDF_EXCLUDES = ("hatecheck", *EVALUATION_ONLY, "threatgram")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 from heads_corpora import HELD_OUT, TRAINING, Row
@@ -46,8 +47,9 @@ def main() -> None:
     parser.add_argument("--split", default="test", choices=("train", "val", "test"))
     parser.add_argument("--floors", default=f"0,0.1,0.2,{SHAPED_FLOOR},0.4")
     parser.add_argument("--show", type=int, default=0, help="print N misses and N false flags")
+    parser.add_argument("--heads", type=Path, default=None, help="default: packaged heads")
     args = parser.parse_args()
-    heads = TextHeads.load(None)
+    heads = TextHeads.load(args.heads)
     rows = threat_rows(args.split)
     texts = [r.text for r in rows]
     cache = EmbeddingCache(DEFAULT_CORPORA, heads.embedder)

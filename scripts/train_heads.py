@@ -33,7 +33,7 @@ import heads_corpora as hc
 import numpy as np
 from heads_embed import DEFAULT_CORPORA, EmbeddingCache
 from heads_ngram_fit import choose_fusion, fit_ngram_heads
-from heads_spec import CROSS_CORPUS, EVALUATION_ONLY, HEADS, HeadSpec
+from heads_spec import CROSS_CORPUS, HEADS, NGRAM_IDF_EXCLUDES, HeadSpec
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import average_precision_score, f1_score
@@ -48,6 +48,7 @@ from grebe.inference.heads import (
     packaged_heads_dir,
 )
 from grebe.inference.heads_ngram import ANALYZER, N_FEATURES, NGRAM_RANGE, CharNgrams
+from grebe.inference.heads_ngram import save as save_ngrams
 from grebe.inference.minilm import DIM
 from grebe.inference.minilm_quant import QUANTIZED_NAME as MODEL_NAME
 
@@ -80,26 +81,30 @@ def labelled(rows: list[hc.Row], head: str, sources: tuple[str, ...], split: str
 
 
 def fit(
-    x: np.ndarray, y: np.ndarray, xv: np.ndarray, yv: np.ndarray, n_classes: int, quick: bool
+    x: np.ndarray, y: np.ndarray, xv: np.ndarray, yv: np.ndarray, n_classes: int, quick: bool,
+    weights: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[Any, str]:
     """Best of a C grid of logistic regressions and one small MLP, judged on val
-    (`quick`: one logistic regression at C=1, for the cross-corpus refits)."""
+    (`quick`: one logistic regression at C=1, for the cross-corpus refits).
+    `weights` (train, val): per-row weights that replace balanced classes."""
+    w, wv = weights if weights is not None else (None, None)
+    class_weight = None if weights is not None else "balanced"
 
     def score(model: Any) -> float:
         proba = model.predict_proba(xv)
         if n_classes == 2:
-            return float(average_precision_score(yv, proba[:, 1]))
+            return float(average_precision_score(yv, proba[:, 1], sample_weight=wv))
         # argmax decides the target class, so judge macro F1 of argmax: log loss
         # preferred an MLP that never predicts the rare untargeted/other classes.
         return float(f1_score(yv, proba.argmax(axis=1), average="macro"))
 
     candidates: list[tuple[float, str, Any]] = []
     if quick:
-        lr = LogisticRegression(C=1.0, class_weight="balanced", max_iter=3000).fit(x, y)
-        return lr, "logreg C=1.0"
+        lr = LogisticRegression(C=1.0, class_weight=class_weight, max_iter=3000)
+        return lr.fit(x, y, sample_weight=w), "logreg C=1.0"
     for c in C_GRID:
-        lr = LogisticRegression(C=c, class_weight="balanced", max_iter=3000)
-        lr.fit(x, y)
+        lr = LogisticRegression(C=c, class_weight=class_weight, max_iter=3000)
+        lr.fit(x, y, sample_weight=w)
         candidates.append((score(lr), f"logreg C={c}", lr))
     mlp = MLPClassifier(
         hidden_layer_sizes=(MLP_HIDDEN,),
@@ -110,7 +115,7 @@ def fit(
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        mlp.fit(x, y)
+        mlp.fit(x, y, sample_weight=w)
     candidates.append((score(mlp), f"mlp {MLP_HIDDEN} alpha={MLP_ALPHA}", mlp))
     for value, name, _ in candidates:
         print(f"    val {'AP' if n_classes == 2 else 'macro-F1'} {value:.4f}  {name}")
@@ -127,6 +132,20 @@ def layers_of(model: Any, n_classes: int) -> tuple[list[np.ndarray], str]:
     for w, b in zip(model.coefs_, model.intercepts_, strict=True):
         out += [w, b]
     return out, OUTPUT_SIGMOID if n_classes == 2 else OUTPUT_SOFTMAX
+
+
+def threshold_negatives(rows: list[hc.Row], head: str, spec: HeadSpec) -> np.ndarray:
+    """Which validation rows set the threshold: the negatives of `threshold_sources`."""
+    sources = spec.threshold_sources or spec.sources
+    return np.array([r.labels[head] == 0 and r.corpus in sources for r in rows])
+
+
+def row_weights(
+    train: list[hc.Row], val: list[hc.Row], head: str, spec: HeadSpec
+) -> tuple[np.ndarray, np.ndarray] | None:
+    if not spec.balance_sources:
+        return None
+    return hc.balanced_weights(train, head), hc.balanced_weights(val, head)
 
 
 def threshold_at(neg_scores: np.ndarray, fpr: float) -> float:
@@ -186,13 +205,15 @@ class Trainer:
             f"  {head} on {'+'.join(sources)}: train {dict(sorted(Counter(y.tolist()).items()))} "
             f"val {dict(sorted(Counter(yv.tolist()).items()))}"
         )
-        model, kind = fit(x, y, xv, yv, len(spec.classes), quick)
+        model, kind = fit(x, y, xv, yv, len(spec.classes), quick,
+                          row_weights(train, val, head, spec))
         threshold = 0.0
         if len(spec.classes) == 2:
             val_scores = model.predict_proba(xv)[:, 1]
-            threshold = threshold_at(val_scores[yv == 0], spec.target_fpr)
+            negatives = val_scores[threshold_negatives(val, head, spec)]
+            threshold = threshold_at(negatives, spec.target_fpr)
             points = [
-                (f, float((val_scores[yv == 1] >= threshold_at(val_scores[yv == 0], f)).mean()))
+                (f, float((val_scores[yv == 1] >= threshold_at(negatives, f)).mean()))
                 for f in OPERATING_FPRS
             ]
             print("    val recall at FPR " + ", ".join(f"{f:.3f}: {r:.3f}" for f, r in points))
@@ -218,11 +239,13 @@ class Trainer:
         texts = [r.text for r in val]
         yv = np.array([r.labels[head] for r in val])
         emb = model.predict_proba(self.cache.matrix(texts))[:, 1]
-        weight, combine = choose_fusion(emb, ngrams.probabilities(texts)[head], yv)
-        fused = combine(emb, ngrams.probabilities(texts)[head])
-        at_fpr = {str(f): round(threshold_at(fused[yv == 0], f), 4) for f in OPERATING_FPRS}
+        wv = hc.balanced_weights(val, head) if spec.balance_sources else None
+        weight, combine = choose_fusion(emb, ngrams.probabilities(texts)[head], yv, wv)
+        chars = ngrams.probabilities(texts)[head]
+        negatives = combine(emb, chars)[threshold_negatives(val, head, spec)]
+        at_fpr = {str(f): round(threshold_at(negatives, f), 4) for f in OPERATING_FPRS}
         return (Fused(model, ngrams, head, weight) if weight > 0 else model, weight,
-                threshold_at(fused[yv == 0], spec.target_fpr), at_fpr)
+                threshold_at(negatives, spec.target_fpr), at_fpr)
 
     def report_binary(
         self, head: str, model: Any, threshold: float, spec: HeadSpec
@@ -325,6 +348,31 @@ def load_rows(root: Path) -> list[hc.Row]:
     return [r for r in rows if r.key not in held_keys] + held_out
 
 
+def updated_manifest(out: Path, new: dict[str, Any], new_ngrams: Path) -> dict[str, Any]:
+    """The heads in `out` with `new`'s heads put in: their n-gram columns replace the
+    old ones in `out`'s n-gram file (same IDF, or it is an error: the other heads' n-gram
+    halves were fitted with that IDF), the other heads untouched."""
+    old = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    with np.load(out / NGRAM_FILE, allow_pickle=False) as kept, \
+            np.load(new_ngrams, allow_pickle=False) as fresh:
+        if not np.array_equal(kept["idf"], fresh["idf"]):
+            raise SystemExit(f"{out / NGRAM_FILE}: its IDF is not this run's; retrain all heads")
+        columns = [str(h) for h in kept["heads"]]
+        coef, bias = kept["coef"].copy(), kept["bias"].copy()
+        for i, head in enumerate(str(h) for h in fresh["heads"]):
+            j = columns.index(head)
+            coef[:, j], bias[j] = fresh["coef"][:, i], fresh["bias"][i]
+        save_ngrams(out / NGRAM_FILE, kept["idf"], coef, bias, columns,
+                    tuple(int(n) for n in kept["ngram_range"]))
+    old["version"] = new["version"]
+    old["sources"].update({s: new["sources"][s] for h in new["heads"]
+                           for s in new["heads"][h]["sources"]})
+    old["heads"].update(new["heads"])
+    old["ngram"]["sha256"] = file_sha256(out / NGRAM_FILE)
+    old["updated_heads"] = sorted(new["heads"])
+    return old
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA)
@@ -335,13 +383,21 @@ def main() -> None:
         help="model_version stamped into annotations",
     )
     parser.add_argument("--dry-run", action="store_true", help="print figures, write nothing")
-    parser.add_argument("--heads", help="comma-separated subset (implies --dry-run)")
+    parser.add_argument("--heads", help="comma-separated subset (implies --dry-run, unless"
+                        " --update)")
+    parser.add_argument("--update", action="store_true",
+                        help="with --heads: write those heads into --out beside the heads"
+                        " already there, whose weights, n-gram columns and thresholds stay")
     parser.add_argument("--skip-cross", action="store_true", help="skip cross-corpus refits")
     args = parser.parse_args()
     heads = {h: HEADS[h] for h in (args.heads.split(",") if args.heads else HEADS)}
-    rows = load_rows(args.corpora)
+    every_row = load_rows(args.corpora)
+    # the IDF reads every head's corpora, so a run of some heads fits the same IDF
+    idf_texts = [r.text for r in every_row if r.split == "train"
+                 and r.corpus in {c for spec in HEADS.values() for c in spec.sources}
+                 and r.corpus not in NGRAM_IDF_EXCLUDES]
     used = {c for spec in heads.values() for c in spec.sources} | set(hc.HELD_OUT)
-    rows = [r for r in rows if r.corpus in used]
+    rows = [r for r in every_row if r.corpus in used]
     trainer = Trainer(rows, EmbeddingCache(args.corpora))
     trainer.cache.ensure([r.text for r in rows])
     manifest: dict[str, Any] = {
@@ -365,15 +421,15 @@ def main() -> None:
     }
     weights: dict[str, dict[str, np.ndarray]] = {}
     binary = [h for h, spec in heads.items() if len(spec.classes) == 2]
-    ngram_dir = args.out if not (args.dry_run or args.heads) else Path(tempfile.mkdtemp())
+    writes = not args.dry_run and (args.update or not args.heads)
+    ngram_dir = args.out if writes and not args.update else Path(tempfile.mkdtemp())
     ngram_dir.mkdir(parents=True, exist_ok=True)
     print(f"== char n-gram heads for {binary}")
     ngrams = fit_ngram_heads(
-        [r.text for r in rows
-         if r.split == "train" and r.corpus not in ("hatecheck", *EVALUATION_ONLY)],
+        idf_texts,
         {
             h: (labelled(rows, h, heads[h].sources, "train"),
-                labelled(rows, h, heads[h].sources, "val"))
+                labelled(rows, h, heads[h].sources, "val"), heads[h].balance_sources)
             for h in binary
         },
         ngram_dir / NGRAM_FILE,
@@ -434,8 +490,10 @@ def main() -> None:
     if not args.skip_cross:
         print("== cross-corpus")
         manifest["cross_corpus"] = cross_corpus(trainer)
-    if args.dry_run or args.heads:
+    if not writes:
         return
+    if args.update:
+        manifest = updated_manifest(args.out, manifest, ngram_dir / NGRAM_FILE)
     args.out.mkdir(parents=True, exist_ok=True)
     for head, arrays in weights.items():
         path = args.out / f"{head}.npz"

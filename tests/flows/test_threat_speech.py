@@ -8,7 +8,13 @@ import pytest
 from grebe.flows.ptos_depth import subtype_of
 from grebe.flows.services import MediaFacts
 from grebe.flows.settings import PtosSettings
-from grebe.flows.threat_speech import SHAPED_FLOOR, hyperbole, judge_threat, threat_shape
+from grebe.flows.threat_speech import (
+    SHAPED_FLOOR,
+    everyday_sense,
+    hyperbole,
+    judge_threat,
+    threat_shape,
+)
 
 
 @pytest.mark.parametrize("text", [
@@ -94,6 +100,47 @@ def test_verdict_needs_two_signals() -> None:
     fired, why = judge_threat("that workout killed me", 0.86, 0.73)
     assert not fired and "hyperbole" in why
     assert not judge_threat("we're going to shoot some hoops", 0.6, 0.73)[0]
+
+
+@pytest.mark.parametrize("text", [
+    "I know where you live",
+    "watch your back, I know where your kids go to school",
+    "your days are numbered",
+    "you won't make it home tonight",
+    "your family will pay",
+])
+def test_a_menace_that_names_where_or_what_is_a_threat_whatever_the_head_reads(text: str
+                                                                              ) -> None:
+    """The ThreatGram-trained head reads violent words; these menaces have none (it
+    scores "I know where you live" 0.14), so their shape alone is the threat."""
+    fired, why = judge_threat(text, 0.01, 0.49)
+    assert fired and "exposure" in why
+
+
+def test_an_ambiguous_menace_still_needs_the_head() -> None:
+    assert not judge_threat("you'll regret it, this sale ends tonight", 0.05, 0.49)[0]
+    assert judge_threat("you'll regret it", SHAPED_FLOOR, 0.49)[0]
+
+
+@pytest.mark.parametrize(("text", "sense"), [
+    ("i have a shoot saturday, wish me luck with the lighting", "a shoot"),
+    ("we're going to shoot some hoops after school", "shoot some hoops"),
+    ("shooting a video for the channel tonight", "shooting a video"),
+    ("just killing time at the airport", "killing time"),
+    ("trying to beat the heat today", "beat the heat"),
+])
+def test_everyday_senses_of_violent_verbs_are_not_threats(text: str, sense: str) -> None:
+    assert everyday_sense(text) == sense
+    fired, why = judge_threat(text, 0.9, 0.49)  # the head reads "shoot" as violence
+    assert not fired and "everyday sense" in why
+
+
+@pytest.mark.parametrize("text", [
+    "I will shoot you", "shoot them all", "someone should shoot that senator",
+    "kill the traitors", "we will beat you to death",
+])
+def test_violence_done_to_someone_has_no_everyday_sense(text: str) -> None:
+    assert everyday_sense(text) is None
 
 
 @pytest.mark.parametrize(("text", "subtype"), [

@@ -219,9 +219,10 @@ def test_held_out_hatecheck_floors(heads: TextHeads, model: MiniLMModel) -> None
         idx = [i for f in funcs for i in by_func[f]]
         return float(flags[idx].mean())
 
-    hateful = [f for f in by_func if f.endswith("_h")]
-    assert rate(hate | threat, hateful) >= HATECHECK_FLOORS["hateful_recall"]
-    assert rate(threat, ["threat_dir_h", "threat_norm_h"]) >= HATECHECK_FLOORS["threat_recall"]
+    threats = ["threat_dir_h", "threat_norm_h"]
+    hateful = [f for f in by_func if f.endswith("_h") and f not in threats]
+    assert rate(hate, hateful) >= HATECHECK_FLOORS["hateful_recall"]
+    assert rate(threat, threats) >= HATECHECK_FLOORS["threat_recall"]
     lookalikes = ["target_obj_nh", "ident_neutral_nh", "ident_pos_nh", "negate_neg_nh"]
     assert rate(hate, lookalikes) <= HATECHECK_FLOORS["lookalike_hate_rate"]
     assert rate(hate, ["target_obj_nh"]) <= HATECHECK_FLOORS["i_hate_thing_rate"]
@@ -237,11 +238,17 @@ def test_held_out_hatecheck_floors(heads: TextHeads, model: MiniLMModel) -> None
 # look-alike rate rose with the identity-hate corpora: positive and negated statements
 # about a group (ident_pos_nh, negate_neg_nh 0.5 each) now read as hate to the head
 # alone; the flows' counter-speech rule answers part of it (docs/quality.md).
+# heads-2026.11.28-6 (threat retrained with ThreatGram): the threat head no longer reads
+# hate that threatens no one as a threat ("I hate women" 0.78 under -5), so each head is
+# held to its own label: hate on the hateful cases that are not threats 0.556 (-5: 0.556),
+# threats 0.80 (-5: 0.90; on all 273 HateCheck threats 0.886 against 0.897), non-threats
+# flagged threat 0.156 (-5: 0.215). Under -5 "hate or threat" counted those misreadings as
+# recall (0.667 -> 0.633 now).
 HATECHECK_FLOORS = {
-    "hateful_recall": 0.65,
+    "hateful_recall": 0.52,
     "threat_recall": 0.80,
     "lookalike_hate_rate": 0.32,
-    "non_threat_threat_rate": 0.27,
+    "non_threat_threat_rate": 0.20,
     "i_hate_thing_rate": 0.10,
 }
 

@@ -64,22 +64,29 @@ MENACE = re.compile(
     r"(?<!when\s)(?<!if\s)(?<!until\s)(?<!once\s)(?<!after\s)"
     r"\b(?:you|u)\s*(?:'re|\s+are|\s+r)\s+(?:so\s+)?dead\b(?!\s+(?:wrong|right|on|tired|serious))"
     r"|\b(?:you|u)\s*(?:'re|\s+are)\s+(?:going\s+to|gonna)\s+(?:die|bleed|pay\s+for|regret\s+(?:this"
-    r"|it|that|the\s+day)|get\s+(?:hurt|shot|stabbed|killed))\b"
+    r"|it|that|the\s+day))\b"
     r"|\b(?:you|u)\s*(?:'ll|\s+will)\s+(?:die|bleed|pay\s+for\s+(?:this|that|it|what)"
-    r"|regret\s+(?:this|it|that|the\s+day)|be\s+sorry|never\s+see\s+(?:it|me)\s+coming"
-    r"|not\s+live|be\s+next|end\s+up\s+(?:dead|in\s+a\s+(?:ditch|body\s+bag|coffin|grave)"
-    r"|in\s+(?:the\s+)?hospital))\b"
+    r"|regret\s+(?:this|it|that|the\s+day)|be\s+sorry|be\s+next)\b"
     r"|\b(?:you|u)\s*(?:'re|\s+are)\s+next\b(?!\s+(?:in|up|on|to|for|at|after|week|time))"
+    r"|\bwatch\s+(?:your|ur)\s+back\b",
+    re.IGNORECASE)
+#: Menaces that name what will be done or where the speaker will find the addressee
+#: ("I know where your kids go to school", "you won't make it home", "your family will
+#: pay"): no everyday sense, and no violent word for the head to read (the ThreatGram head
+#: scores "I know where you live" 0.14), so the shape alone is the threat.
+EXPOSURE = re.compile(
+    r"\b(?:i|we)\s+know\s+where\s+(?:you|u|your\s+\w+|ur\s+\w+|he|she|they)\s+(?:live|lives"
+    r"|work|works|sleep|sleeps|go\s+to\s+school|goes\s+to\s+school)\b"
+    r"|\bfind\s+(?:out\s+)?where\s+(?:you|u)\s+live\b"
+    r"|\b(?:your|ur)\s+days\s+are\s+numbered\b|\bsleep\s+with\s+one\s+eye\s+open\b"
     r"|\b(?:you|u)\s+(?:won't|will\s+not|wont)\s+(?:live|survive|see\s+tomorrow|make\s+it"
     r"\s+home)\b"
+    r"|\b(?:you|u)\s*(?:'re|\s+are)\s+(?:going\s+to|gonna)\s+get\s+(?:hurt|shot|stabbed|killed)\b"
+    r"|\b(?:you|u)\s*(?:'ll|\s+will)\s+(?:never\s+see\s+(?:it|me)\s+coming|not\s+live"
+    r"|end\s+up\s+(?:dead|in\s+a\s+(?:ditch|body\s+bag|coffin|grave)|in\s+(?:the\s+)?hospital))\b"
     r"|\byour\s+(?:family|kids|children|wife|husband|mom|mother|dad|father|friends)\s+"
     r"(?:will|'ll|is\s+going\s+to|are\s+going\s+to|are\s+gonna|is\s+gonna)\s+"
-    r"(?:pay|suffer|bleed|die|be\s+next)\b"
-    r"|\bwatch\s+(?:your|ur)\s+back\b|\bsleep\s+with\s+one\s+eye\s+open\b"
-    r"|\b(?:your|ur)\s+days\s+are\s+numbered\b"
-    r"|\b(?:i|we)\s+know\s+where\s+(?:you|u|your\s+\w+|ur\s+\w+|he|she|they)\s+(?:live|lives"
-    r"|work|works|sleep|sleeps|go\s+to\s+school|goes\s+to\s+school)\b"
-    r"|\bfind\s+(?:out\s+)?where\s+(?:you|u)\s+live\b",
+    r"(?:pay|suffer|bleed|die|be\s+next)\b",
     re.IGNORECASE)
 _DONE_TO = (r"(?:killed|shot|hanged|hung|executed|lynched|murdered|burn(?:ed|t)(?:\s+alive)?"
             r"|gassed|exterminated|wiped\s+out|eradicated|slaughtered|beheaded|put\s+down"
@@ -119,6 +126,21 @@ HYPERBOLE = re.compile(
     r"|\bto\s+die\s+for\b|\bcould\s+(?:kill|murder)\s+(?:for|a)\b"
     r"|\b(?:i|me)\s+(?:\w+\s+){0,2}?(?:want|wanna|wish|need)\s+(?:to\s+)?die\b",
     re.IGNORECASE)
+#: Violent verbs in their everyday senses, read from what they are done to: a photo or
+#: film shoot ("i have a shoot saturday"), shooting hoops, a photo, a message or the
+#: breeze; killing time, a mood or the lights; beating the heat or eggs; blowing up a
+#: phone. The threat head trained on ThreatGram reads "shoot" as violence whatever
+#: follows it; only the head's verdict alone is checked against these, like HYPERBOLE.
+EVERYDAY_SENSE = re.compile(
+    r"\b(?:a|the|photo|our|my|video|fashion|film|music\s+video)\s+shoot\b(?!\s+(?:you|him|her|them))"
+    r"|\bshoot(?:s|ing)?\s+(?:some\s+|a\s+few\s+|the\s+|a\s+|an\s+|me\s+a\s+|you\s+a\s+)?"
+    r"(?:hoops|baskets|pool|breeze|photos?|pictures?|pics|video|videos|films?|footage"
+    r"|scenes?|movie|episode|message|e-?mail|text|dm|shot|selfies?|portraits?|wedding)\b"
+    r"|\bkill(?:s|ed|ing)?\s+(?:some\s+|the\s+)?(?:time|mood|vibe|lights?|engine|battery"
+    r"|buzz|game|set)\b"
+    r"|\bbeat(?:s|ing)?\s+(?:the\s+)?(?:heat|traffic|rush|record|odds|eggs|deadline|game|level)\b"
+    r"|\bblow(?:s|ing|n)?\s+(?:up\s+(?:my|your|his|her)\s+phone|out\s+(?:the\s+)?candles)\b",
+    re.IGNORECASE)
 #: Calls for an execution, ThreatGram's commonest threat ("hang them all", "firing
 #: squad", "to the gallows"): the act itself names the violence, so no target is needed
 #: beside the words that only an execution means; "hang" itself needs someone to hang
@@ -130,7 +152,11 @@ EXECUTION = re.compile(
     r"|\bhang\s+(?:him|her|them|'?em|these|those|every|all)\b"
     r"(?!\s+(?:up|out|on\s+the|in\s+the|around|over))",
     re.IGNORECASE)
-PATTERNS = {"intent": INTENT, "menace": MENACE, "call": CALL, "execution": EXECUTION}
+#: EXPOSURE first: a text with it is a threat whatever else it matches
+PATTERNS = {"exposure": EXPOSURE, "intent": INTENT, "menace": MENACE, "call": CALL,
+            "execution": EXECUTION}
+#: shapes that are a threat whatever the head reads (EXPOSURE says why)
+STANDALONE = ("exposure",)
 
 
 def threat_shape(text: str) -> str | None:
@@ -150,6 +176,12 @@ def hyperbole(text: str) -> str | None:
     return None if found is None else found.group(0)
 
 
+def everyday_sense(text: str) -> str | None:
+    """The violent verb the text uses in an everyday sense ("shoot some hoops"), or None."""
+    found = EVERYDAY_SENSE.search(text.replace("\u2019", "'"))
+    return None if found is None else found.group(0)
+
+
 #: The threat head's floor for a threat-shaped text: the shape is one signal, the head
 #: (violent words) the second; below this the words are not violent at all ("I'll find
 #: you a seat" never gets here, "we will destroy them in the final" may). Chosen on the
@@ -162,8 +194,10 @@ def judge_threat(text: str, score: float, threshold: float,
     """Whether a text is a threat given the head's score, and what to add to the head's
     reason ("" when the head's own rule says it all: kept short, every annotation
     stores it): threat-shaped with the head at `floor`, or the head at its threshold
-    unless the violence is the speaker's hyperbole."""
+    unless the violence is the speaker's hyperbole or a verb's everyday sense."""
     shape = threat_shape(text)
+    if shape is not None and shape.startswith(STANDALONE):
+        return True, f"threat-shaped ({shape})"
     if shape is not None and score >= floor:
         return True, f"threat-shaped ({shape}), head >= {floor:.2f}"
     if score < threshold:
@@ -171,4 +205,7 @@ def judge_threat(text: str, score: float, threshold: float,
     idiom = hyperbole(text)
     if idiom is not None:
         return False, f"hyperbole ({idiom!r})"
+    sense = everyday_sense(text)
+    if sense is not None:
+        return False, f"everyday sense ({sense!r})"
     return True, ""
