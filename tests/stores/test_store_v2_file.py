@@ -84,10 +84,11 @@ async def test_a_post_s_fingerprint_is_stored_once_hex_as_16_bytes_and_read_back
 def test_bodies_written_now_use_the_newer_dictionary_and_the_pinned_ones_still_read(
         v2_copy: Path) -> None:
     """The newest dictionary (3: trained on bodies without the key, fingerprint and
-    timestamps; 4: on the reasons of policy 2026.11.28-1; 5: of 2026.11.28-2) replaced
-    dictionary 1 for new rows; the pinned rows name 1 and read. (Dictionary 2 was never
-    on main: it is not shipped. What each saves is measured by bench/realflows.py, not
-    here: dictionaries 4 and 5 were not trained on this old layout.)"""
+    timestamps; 4: on the reasons of policy 2026.11.28-1; 5: of 2026.11.28-2; 6: of
+    2026.11.28-3) replaced dictionary 1 for new rows; the pinned rows name 1 and read.
+    (Dictionary 2 was never on main: it is not shipped. What each saves is measured by
+    bench/realflows.py, not here: dictionaries 4 to 6 were not trained on this old
+    layout.)"""
     import zstandard
 
     from grebe.stores import bodies
