@@ -1,16 +1,18 @@
 """The encoder thread beside a busy event loop: what the GIL switch interval costs it.
 
-    .venv/bin/python bench/gil_handoff.py [--texts N] [--rounds R]
+    .venv/bin/python bench/gil_handoff.py [--texts N] [--rounds R] [--interval-ms MS]
 
 An engine's encoder runs one ONNX pass per text in a thread (~2 ms, without the GIL),
 then needs the GIL back to pool the result and start the next pass. While the event
 loop thread runs Python, CPython makes a thread that wants the GIL wait for the switch
 interval (5 ms by default) before it asks the holder to let go. This runs N real tweets
 through the MiniLM encoder in passes of one text, as the engine's batcher does, alone
-and beside a thread that only runs Python (the busy loop), at 5 ms and at the engines'
-switch interval (`constants.ENGINE_SWITCH_INTERVAL_S`), alternating, and prints wall and
-CPU ms per text for each. On two cores, beside the busy thread, the encoder would keep
-its own pace if the hand-off cost nothing.
+and beside a thread that only runs Python (the busy loop), at CPython's 5 ms and at a
+shorter switch interval (`--interval-ms`, 0.5 by default), alternating, and prints wall
+and CPU ms per text for each. On two cores, beside the busy thread, the encoder would
+keep its own pace if the hand-off cost nothing. (A shorter interval in engines moved
+neither CPU per post nor posts/s of `bench/realflows.py`: docs/benchmarks.md, "The
+engine's own CPU: collector, GIL hand-off, store rows".)
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import time
 from pathlib import Path
 
 import grebe.blas  # noqa: F401  as `grebe` does: one BLAS thread before NumPy loads
-from grebe import constants as C
 
 TWEETS = Path(__file__).resolve().parent / "data" / "tweets.jsonl"
 CPYTHON_DEFAULT_S = 0.005
@@ -58,6 +59,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--texts", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--interval-ms", type=float, default=0.5,
+                        help="the switch interval to compare with CPython's 5 ms")
     args = parser.parse_args()
     from grebe.inference.minilm import MiniLMModel
 
@@ -65,9 +68,9 @@ def main() -> None:
     texts = [json.loads(line)["text"] for line in TWEETS.read_text().splitlines()]
     items = [(text, ()) for text in texts[:args.texts]]
     model.encode_parts(items[:32])  # warm up
-    engine_s = C.ENGINE_SWITCH_INTERVAL_S
+    shorter_s = args.interval_ms / 1000
     for round_ in range(1, args.rounds + 1):
-        for interval_s in (CPYTHON_DEFAULT_S, engine_s):
+        for interval_s in (CPYTHON_DEFAULT_S, shorter_s):
             for busy in (False, True):
                 wall, cpu = trial(model, items, interval_s, busy)
                 print(f"round {round_}  switch interval {1000 * interval_s:3.1f} ms  "

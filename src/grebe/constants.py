@@ -144,10 +144,6 @@ GC_THRESHOLDS = (20_000, 20, 20)  # gc.set_threshold once a runtime process has 
 # An engine process holds hundreds of posts in flight, so each young collection walks
 # their live state (~10 ms a pass at 512 in flight); fewer, larger passes cost less.
 ENGINE_GC_THRESHOLDS = (100_000, 20, 20)
-# How long a thread waiting for the GIL waits before it asks the holder to let go
-# (CPython's default is 5 ms). An engine's encoder thread takes the GIL back after every
-# ~2 ms ONNX pass while the event loop keeps it busy: at 5 ms it waited longer than it ran.
-ENGINE_SWITCH_INTERVAL_S = 0.0005
 
 # Exit codes of `grebe run` (2 is taken by usage errors).
 EXIT_OK = 0  # stopped and drained

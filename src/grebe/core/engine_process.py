@@ -55,12 +55,9 @@ def tune_gc(thresholds: tuple[int, int, int] = C.GC_THRESHOLDS) -> None:
 
 
 def tune_engine() -> None:
-    """An engine process, once started: the collector as `tune_gc` with the engine's
-    thresholds, and a short GIL switch interval so that the model threads (encoder,
-    language id) get the GIL back soon after each call instead of waiting for the busy
-    event loop's 5 ms turn (docs/benchmarks.md, "The engine's own CPU, loopcpu round")."""
+    """An engine process, once started: `tune_gc` with the engine's thresholds (it holds
+    hundreds of posts in flight, which every young collection walks)."""
     tune_gc(C.ENGINE_GC_THRESHOLDS)
-    sys.setswitchinterval(C.ENGINE_SWITCH_INTERVAL_S)
 
 
 def _die_with_parent(parent_pid: int) -> None:
