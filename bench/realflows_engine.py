@@ -13,6 +13,9 @@ its PlanMaster with K payloads at once on uvloop (as `engine_process` does), and
   the loop thread's CPU is the plan orchestration, the flows' Python and the sinks);
 - with `--tasks`, asyncio tasks created per post, by coroutine (a counting task
   factory, which itself costs ~7% of the loop thread, so it is off by default);
+- the event loop thread's garbage-collector passes and their CPU per post (the engine's
+  runtime tuning, `engine_process.tune_engine`, is applied after the warm-up as an
+  engine applies it once started; `--untuned` leaves CPython's defaults);
 - a digest of every post's merged result (labels, reasons, scores to 3 decimals): a cut
   that changes no result shows the same digest before and after. (Vectors and the last
   decimals of scores move with the composition of the encoder's batches, which differs
@@ -28,12 +31,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import hashlib
 import json
 import pstats
 import re
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -73,6 +78,33 @@ def result_digest(results: list[Any]) -> str:
         digest.update(repr((result.post_id, sorted(result.labels), scores, reasons,
                             sorted(result.plans.items()))).encode())
     return digest.hexdigest()[:16]
+
+
+class GcWatch:
+    """Passes of the collector on the calling thread and their thread CPU time."""
+
+    def __init__(self) -> None:
+        self.passes = 0
+        self.cpu_s = 0.0
+        self._started = 0.0
+        self._thread = threading.get_ident()
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if threading.get_ident() != self._thread:
+            return
+        if phase == "start":
+            self._started = time.thread_time()
+        else:
+            self.passes += 1
+            self.cpu_s += time.thread_time() - self._started
+
+
+def tune_as_an_engine() -> None:
+    """What an engine process does once started (a tree before `tune_engine` had only
+    `tune_gc`)."""
+    from grebe.core import engine_process
+
+    getattr(engine_process, "tune_engine", engine_process.tune_gc)()
 
 
 async def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
@@ -119,6 +151,10 @@ async def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
         await through(payloads(WARM_POSTS, "warm"))
         results.clear()
         work = payloads(args.posts, "p")
+        if not args.untuned:
+            tune_as_an_engine()
+        collector = GcWatch()
+        gc.callbacks.append(collector)
         if args.tasks:  # a Python task factory costs ~7% of the loop thread: not by default
             loop.set_task_factory(counting)
         profiler = cProfile.Profile() if args.profile else None
@@ -132,6 +168,7 @@ async def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
         thread = time.thread_time() - thread0
         wall = time.perf_counter() - wall0
         loop.set_task_factory(default_factory)
+        gc.callbacks.remove(collector)
     finally:
         await bundle.stop()
     if profiler is not None:
@@ -139,6 +176,7 @@ async def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
     return {"cpu_ms": 1000 * cpu / args.posts, "loop_ms": 1000 * thread / args.posts,
             "tasks": (created[0] - args.posts) / args.posts if args.tasks else None,
             "posts_per_s": args.posts / wall, "digest": result_digest(results),
+            "gc_passes": collector.passes, "gc_ms": 1000 * collector.cpu_s / args.posts,
             "tasks_by_coroutine": {k: v / args.posts for k, v in sorted(
                 by_name.items(), key=lambda kv: -kv[1])}}
 
@@ -147,6 +185,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--posts", type=int, default=600)
     parser.add_argument("--in-flight", type=int, default=64)
+    parser.add_argument("--untuned", action="store_true",
+                        help="CPython's collector thresholds and GIL switch interval")
     parser.add_argument("--profile", metavar="FILE", help="write a cProfile of the measure")
     parser.add_argument("--tasks", action="store_true",
                         help="print the asyncio tasks per post by coroutine")
@@ -160,6 +200,8 @@ def main() -> None:
     print(f"{args.posts} posts, {args.in_flight} in flight: CPU {figures['cpu_ms']:.2f} ms "
           f"per post, event loop thread {figures['loop_ms']:.2f} ms, "
           f"{figures['posts_per_s']:.0f} posts/s, results {figures['digest']}")
+    print(f"  collector on the loop thread: {figures['gc_passes']} passes, "
+          f"{figures['gc_ms']:.3f} ms per post")
     if args.tasks:  # less the bench's own task a post
         print(f"  {figures['tasks']:6.2f} asyncio tasks per post, of which")
         for name, count in figures["tasks_by_coroutine"].items():

@@ -5,6 +5,7 @@ import textwrap
 
 import pytest
 
+from grebe import constants as C
 from grebe.app.engines import process_executor
 from grebe.config import load_config
 from grebe.core.engine import EngineDiedError, EngineStartError, ProcessExecutor
@@ -34,6 +35,15 @@ PLANS = textwrap.dedent(
 
     def broken(config):
         raise RuntimeError("no model here")
+
+    def tuning(config):  # reports how the engine process tuned its runtime
+        async def report(ctx):
+            import gc
+
+            ctx.output.labels.append(f"gc:{gc.get_threshold()[0]}")
+            ctx.output.labels.append(f"frozen:{gc.get_freeze_count() > 0}")
+
+        return PlanBundle(plans=[Plan("report", {"report": report}, eligibility="echo")])
 
     def from_label(label):  # a recipe builder with no config at all: core needs none
         async def tag(ctx):
@@ -109,6 +119,19 @@ def test_frames_round_trip_batches():
     result = TaskResult(payload_id="p", post_id="x", success=True,
                         plans={"echo": TaskStatus.SUCCESS})
     assert decoder.decode(pack_frame(Results(items=[(7, result)]))[4:]).items[0][1] == result
+
+
+async def test_engine_runs_with_its_gc_thresholds_and_its_start_frozen(tmp_path, plans_module):
+    """An engine collects young objects at ENGINE_GC_THRESHOLDS and keeps the objects of
+    its start out of the collector's passes (core.engine_process.tune_engine)."""
+    executor = process_executor(_config(tmp_path, f"{plans_module}:tuning"))
+    await executor.start()
+    try:
+        result = await executor.submit(_payload(0))
+    finally:
+        await executor.stop()
+    assert result.success, result.error
+    assert sorted(result.labels) == sorted([f"gc:{C.ENGINE_GC_THRESHOLDS[0]}", "frozen:True"])
 
 
 async def test_round_trip_through_two_engines(tmp_path, plans_module):

@@ -43,7 +43,7 @@ from grebe.types import TaskPayload, TaskResult
 log = logging.getLogger(__name__)
 
 
-def tune_gc() -> None:
+def tune_gc(thresholds: tuple[int, int, int] = C.GC_THRESHOLDS) -> None:
     """Call once a process has finished starting. Everything alive then (modules, plans,
     models) lives as long as the process: freezing it keeps the collector from walking
     it again on every full collection, and a higher first threshold lets the many
@@ -51,7 +51,13 @@ def tune_gc() -> None:
     Worth about a quarter of the dispatcher's CPU per post in bench/runtime.py."""
     gc.collect()
     gc.freeze()
-    gc.set_threshold(*C.GC_THRESHOLDS)
+    gc.set_threshold(*thresholds)
+
+
+def tune_engine() -> None:
+    """An engine process, once started: `tune_gc` with the engine's thresholds (it holds
+    hundreds of posts in flight, which every young collection walks)."""
+    tune_gc(C.ENGINE_GC_THRESHOLDS)
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -129,7 +135,7 @@ class _EngineServer:
             with contextlib.suppress(ConnectionError):
                 await self._writer.drain()
             return
-        tune_gc()
+        tune_engine()
         self._writer.write(pack_frame(Ready(pid=os.getpid())))
         try:
             while True:

@@ -245,6 +245,11 @@ def _write(conn: sqlite3.Connection, rows: list[Row], layout: _Layout) -> dict[i
     return refused
 
 
+def _encode_and_upsert(conn: sqlite3.Connection, annotations: list[Annotation],
+                       layout: _Layout) -> dict[int, str]:
+    return _upsert(conn, [_row(a) for a in annotations], layout)
+
+
 def _encode(annotation: Annotation) -> tuple[bytes, PackedVector | None]:
     """The row body (msgpack, zstd against the packaged dictionary) and the embedding to
     store apart. The body leaves out what the row's columns hold (the key, the
@@ -346,10 +351,11 @@ class SqliteStore:
         return await self._db.run(_count)
 
     async def _flush(self, annotations: list[Annotation]) -> dict[int, Exception]:
-        # The last write of a key in one batch wins, as it would one by one.
-        rows = [_row(a) for a in annotations]
+        # The last write of a key in one batch wins, as it would one by one. The rows are
+        # encoded in the store's thread, not on the engine's event loop: the loop is the
+        # engine's busiest thread, and zstd lets go of the GIL while it compresses.
         try:
-            refused = await self._db.run(_upsert, rows, self._layout)
+            refused = await self._db.run(_encode_and_upsert, annotations, self._layout)
         except sqlite3.OperationalError as exc:  # disk full, locked, I/O: not the post's
             raise StoreUnavailableError(f"annotation store {self.path}: {exc}") from exc
         except sqlite3.Error as exc:
