@@ -14,7 +14,14 @@ IPC is one Unix socket pair per engine carrying length-prefixed msgpack frames
 only appends to the chosen engine's outbox and schedules one flush for the next loop
 iteration, so a burst of submits becomes a few frames of up to ENGINE_IPC_BATCH
 payloads; engines return results the same way. Futures live and resolve in the
-dispatcher process. A payload goes to the live engine with the fewest in flight.
+dispatcher process.
+
+A payload goes to the engine its post's author hashes to (CRC-32 of the author id, or of
+the post id while the author is unknown, modulo N): state an engine keeps per author
+(grebe.flows.author_memory) then sees all of that author's posts. While that engine is
+down, its payloads go to the live engine with the fewest in flight instead. State that
+spans authors is kept whole by Share frames, which the dispatcher relays from each
+engine to the others (grebe.core.peers).
 
 An engine that dies fails its in-flight futures with EngineDiedError (the dispatcher
 retries them as a system fault, until a post has seen so many deaths that it is the
@@ -39,6 +46,7 @@ import logging
 import os
 import socket
 import sys
+import zlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,6 +55,7 @@ from grebe import constants as C
 from grebe.core.engine_ipc import (
     Configure,
     Results,
+    Share,
     StartFailed,
     Stop,
     Submit,
@@ -142,7 +151,8 @@ class ProcessExecutor:
         reader, writer = await asyncio.open_unix_connection(sock=parent_sock)
         recipe = self._recipe
         writer.write(pack_frame(Configure(
-            recipe.builder, recipe.argument, self._settings.concurrency, index, list(sys.path)
+            recipe.builder, recipe.argument, self._settings.concurrency, index, list(sys.path),
+            self._processes,
         )))
         try:
             first = await await_while_progressing(
@@ -184,16 +194,25 @@ class ProcessExecutor:
             raise ExecutorUnavailableError("ProcessExecutor is stopping")
         future: asyncio.Future[TaskResult] = asyncio.get_running_loop().create_future()
         payload_id = next(self._ids)
-        best: _Engine | None = None
-        fewest = sys.maxsize
-        for engine in self._live:
-            if len(engine.in_flight) < fewest:
-                best, fewest = engine, len(engine.in_flight)
-        if best is not None:
+        best = self._owner(payload)
+        if best is None or not best.alive:
+            fewest = sys.maxsize
+            for engine in self._live:
+                if len(engine.in_flight) < fewest:
+                    best, fewest = engine, len(engine.in_flight)
+        if best is not None and best.alive:
             self._assign(best, payload_id, payload, future)
         else:
             self._parked.append((payload_id, payload, future))
         return future
+
+    def _owner(self, payload: TaskPayload) -> _Engine | None:
+        """The engine this payload's author hashes to (see the module docstring)."""
+        if self._processes == 1:
+            return self._engines[0]
+        post = payload.post
+        key = post.author_id or post.id
+        return self._engines[zlib.crc32(key.encode()) % self._processes]
 
     def _assign(
         self, engine: _Engine, payload_id: int, payload: TaskPayload,
@@ -250,11 +269,23 @@ class ProcessExecutor:
                         future = engine.in_flight.pop(payload_id, None)
                         if future is not None and not future.done():
                             future.set_result(result)
+                elif isinstance(frame, Share):
+                    self._relay(engine, frame)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         except Exception:
             log.exception("engine %d sent an unreadable frame", engine.index)
         await self._lost(engine)
+
+    def _relay(self, sender: _Engine, frame: Share) -> None:
+        """Pass an engine's observations on to every other live engine. One that is
+        restarting misses them: it starts with empty cross-author state, as a lone
+        engine does after a restart."""
+        data = pack_frame(frame)
+        for engine in self._live:
+            if engine is not sender:
+                with contextlib.suppress(ConnectionError, RuntimeError):
+                    engine.writer.write(data)
 
     async def _lost(self, engine: _Engine) -> None:
         engine.alive = False
