@@ -66,13 +66,9 @@ DEAD_REASON_MAX_ATTEMPTS = "max_attempts"
 DEAD_REASON_DECODE = "decode_error"
 DEAD_REASON_POST_ID_REUSED = "post_id_reused"  # a different post under an annotated id
 
-# Engine defaults. One process: per-process state (a plan's `max_qps` on `memory://`,
-# AuthorMemory, the coordination and media near-duplicate indexes) must see the whole
-# stream, or a second engine doubles a rate limit and halves what a campaign looks like.
-# Two engines reach ~370-400 posts/s on 2 cores (docs/benchmarks.md, "One encoder
-# thread, two engines"): set `engine.processes: 2` with a shared (redis://) rate-limit
-# store when that state may be split.
-DEFAULT_ENGINE_PROCESSES = 1
+# Engine defaults. One process unless set ("auto": two where two cores are usable).
+DEFAULT_ENGINE_PROCESSES: Final = 1
+AUTO_ENGINE_PROCESSES_MAX = 2
 DEFAULT_ENGINE_CONCURRENCY = 1024
 DEFAULT_TASK_TIMEOUT_S = 30.0
 # A task's time limit excludes time its payload waited queued for a model, up to this
