@@ -66,8 +66,11 @@ DEAD_REASON_MAX_ATTEMPTS = "max_attempts"
 DEAD_REASON_DECODE = "decode_error"
 DEAD_REASON_POST_ID_REUSED = "post_id_reused"  # a different post under an annotated id
 
-# Engine defaults. One process unless set ("auto": two where two cores are usable).
-DEFAULT_ENGINE_PROCESSES: Final = 1
+# Engine defaults. "auto": two engine processes where two cores are usable (one engine's
+# event loop keeps about one core busy), one elsewhere. Posts are routed to engines by
+# author and cross-author state is relayed between them (grebe.core.engine, core.peers),
+# so two engines give the answers of one (docs/benchmarks.md, "Two engines by default").
+DEFAULT_ENGINE_PROCESSES: Final = "auto"
 AUTO_ENGINE_PROCESSES_MAX = 2
 DEFAULT_ENGINE_CONCURRENCY = 1024
 DEFAULT_TASK_TIMEOUT_S = 30.0
