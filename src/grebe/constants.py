@@ -126,6 +126,9 @@ HYDRATION_NO_POST = "no_post"  # a user-only payload: plans that need a post ski
 
 # Engine processes.
 ENGINE_IPC_BATCH = 256  # payloads per IPC frame
+# Share frames (grebe.core.peers) held for an engine while it starts for the first time
+# (the newest kept): what the engines already up saw meanwhile, up to 256 entries each.
+ENGINE_HELD_SHARE_FRAMES = 4096
 # An engine may take as long as it needs to start while it uses CPU (imports, models: a
 # saturated machine stretches them); it is given up after this long without using any
 # (grebe.core.engine_start), or after engine.start_timeout_s in all.

@@ -35,6 +35,16 @@ PLANS = textwrap.dedent(
     def broken(config):
         raise RuntimeError("no model here")
 
+    def only_once(config):  # the first engine starts, every later start fails
+        import os
+        from pathlib import Path
+
+        marker = Path(config.plans["marker"])
+        if marker.exists():
+            os._exit(1)
+        marker.write_text("started")
+        return sharing(config)
+
     def sharing(config):
         # Each engine labels posts with its pid; "put:" texts are published to the
         # other engines, "get:" texts are labelled with every text this engine knows.
@@ -136,8 +146,9 @@ async def test_round_trip_through_two_engines(tmp_path, plans_module):
     executor = process_executor(_config(tmp_path, f"{plans_module}:build_bundle", processes=2))
     await executor.start()
     try:
-        assert len(executor.pids) == 2
+        assert len(executor.pids) >= 1  # engine 0; engine 1 starts after it
         results = await asyncio.gather(*(executor.submit(_payload(i)) for i in range(600)))
+        assert len(executor.pids) == 2
         assert [r.post_id for r in results] == [f"post{i}" for i in range(600)]
         assert all(r.success and r.plans == {"echo": TaskStatus.SUCCESS} for r in results)
         assert results[5].labels == ["seen:t5"]
@@ -370,3 +381,23 @@ async def test_what_one_engine_shares_reaches_the_other(tmp_path, plans_module):
     assert len({r.labels[0] for r in gets}) == 2
     every = sorted(f"put:{i}" for i in range(20))
     assert all(r.labels[1:] == every for r in gets)
+
+
+async def test_an_engine_that_cannot_start_does_not_hold_its_authors_posts(
+        tmp_path, plans_module):
+    """Engine 1 starts after engine 0; while it starts its authors' posts wait for it,
+    and when its start fails they go to engine 0 (it is retried meanwhile)."""
+    config = load_config(
+        data_dir=tmp_path, engine={"processes": 2}, output={"broker": "none"},
+        plans={"factory": f"{plans_module}:only_once", "marker": str(tmp_path / "m")},
+        store={"backend": "memory"})
+    executor = process_executor(config)
+    await executor.start()
+    try:
+        results = await asyncio.wait_for(asyncio.gather(
+            *(executor.submit(_by(f"author{i}", i, f"get:{i}")) for i in range(40))), 60)
+        assert all(r.success for r in results)
+        assert len({r.labels[0] for r in results}) == 1  # all on engine 0
+        assert executor.failure is not None and "engine 1" in executor.failure
+    finally:
+        await executor.stop()
