@@ -18,7 +18,8 @@ store. It prints:
 - seconds from start to the first annotation;
 - peak RSS per process;
 - p50/p99 ingest -> annotation latency with posts arriving at 50% and at 100% of the
-  measured throughput (a second and third run, posts appended while grebe runs);
+  measured throughput (a second and third run, posts appended while grebe runs, once
+  STARTUP_POSTS warm posts are annotated: every engine has started);
 - bytes per post on disk (log + store), split by file and by topic of the log, and what
   the log holds once the output topic's retention has passed; and the cosine between
   each float32 embedding and what a reader decodes from the output topic;
@@ -295,11 +296,12 @@ def latency_run(n: int, rate: float, flows: list[str], engines: int | None) -> d
 def _latency_run(data_dir: Path, n: int, rate: float, flows: list[str],
                  engines: int | None) -> dict:
     config = write_config(data_dir, flows, engines)
-    ingest(config, posts_file(1, data_dir, "warm"))  # start-up is not latency
+    # Start-up is not latency: every engine's (STARTUP_POSTS reach them all).
+    ingest(config, posts_file(STARTUP_POSTS, data_dir, "warm"))
     proc = subprocess.Popen([GREBE, "run", "-c", str(config)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=CHILD_ENV)
     try:
-        while not annotation_times(data_dir):
+        while len(annotation_times(data_dir)) < STARTUP_POSTS:
             time.sleep(0.1)
         sent: dict[str, float] = {}
         lines = posts_file(n, data_dir, "l").read_text().splitlines()
