@@ -21,6 +21,22 @@ def test_file_then_environment_override(tmp_path, monkeypatch):
     assert config.streams[0].eligibilities == ["spam_comment"]
 
 
+def test_engine_processes_default_to_two_where_two_cores_are_usable(monkeypatch):
+    import grebe.config
+
+    config = load_config()
+    assert config.engine.processes == "auto"
+    for cores, engines in ((1, 1), (2, 2), (16, 2)):
+        monkeypatch.setattr(grebe.config, "usable_cores", lambda cores=cores: cores)
+        assert config.engine.process_count == engines
+    assert load_config(engine={"processes": 0}).engine.process_count == 0
+    monkeypatch.setenv("GREBE_ENGINE__PROCESSES", "3")
+    assert load_config().engine.process_count == 3
+    monkeypatch.setenv("GREBE_ENGINE__PROCESSES", "many")
+    with pytest.raises(ConfigError, match=r"engine\.processes"):
+        load_config()
+
+
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [

@@ -14,6 +14,7 @@ its dotted field before anything starts.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -93,7 +94,8 @@ class DispatcherConfig(Section):
 
 
 class EngineConfig(Section):
-    processes: int = Field(default=C.DEFAULT_ENGINE_PROCESSES, ge=0)  # 0: in the dispatcher
+    # "auto": two engines where two cores are usable, else one; 0: in the dispatcher
+    processes: Annotated[int, Field(ge=0)] | Literal["auto"] = C.DEFAULT_ENGINE_PROCESSES
     concurrency: int = Field(default=C.DEFAULT_ENGINE_CONCURRENCY, ge=1)
     task_timeout_s: float = Field(default=C.DEFAULT_TASK_TIMEOUT_S, gt=0)
     drain_window_s: float = Field(default=C.DEFAULT_DRAIN_WINDOW_S, ge=0)
@@ -101,6 +103,23 @@ class EngineConfig(Section):
     # start_timeout_s in all: a busy machine makes starts slow, not stuck.
     start_stall_s: float = Field(default=C.ENGINE_START_STALL_S, gt=0)
     start_timeout_s: float = Field(default=C.DEFAULT_ENGINE_START_TIMEOUT_S, gt=0)
+
+    @property
+    def process_count(self) -> int:
+        """How many engine processes run: `processes`, with "auto" resolved on this
+        machine. Two at most for "auto": one engine keeps about one core busy, and two
+        are what was measured (docs/benchmarks.md, "Two engines by default")."""
+        if self.processes != "auto":
+            return self.processes
+        return min(C.AUTO_ENGINE_PROCESSES_MAX, usable_cores())
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity mask, as a container's cpuset sets)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
 
 
 class RedisConfig(Section):

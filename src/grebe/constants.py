@@ -66,13 +66,12 @@ DEAD_REASON_MAX_ATTEMPTS = "max_attempts"
 DEAD_REASON_DECODE = "decode_error"
 DEAD_REASON_POST_ID_REUSED = "post_id_reused"  # a different post under an annotated id
 
-# Engine defaults. One process: per-process state (a plan's `max_qps` on `memory://`,
-# AuthorMemory, the coordination and media near-duplicate indexes) must see the whole
-# stream, or a second engine doubles a rate limit and halves what a campaign looks like.
-# Two engines reach ~370-400 posts/s on 2 cores (docs/benchmarks.md, "One encoder
-# thread, two engines"): set `engine.processes: 2` with a shared (redis://) rate-limit
-# store when that state may be split.
-DEFAULT_ENGINE_PROCESSES = 1
+# Engine defaults. "auto": two engine processes where two cores are usable (one engine's
+# event loop keeps about one core busy), one elsewhere. Posts are routed to engines by
+# author and cross-author state is relayed between them (grebe.core.engine, core.peers),
+# so two engines give the answers of one (docs/benchmarks.md, "Two engines by default").
+DEFAULT_ENGINE_PROCESSES: Final = "auto"
+AUTO_ENGINE_PROCESSES_MAX = 2
 DEFAULT_ENGINE_CONCURRENCY = 1024
 DEFAULT_TASK_TIMEOUT_S = 30.0
 # A task's time limit excludes time its payload waited queued for a model, up to this
@@ -127,6 +126,9 @@ HYDRATION_NO_POST = "no_post"  # a user-only payload: plans that need a post ski
 
 # Engine processes.
 ENGINE_IPC_BATCH = 256  # payloads per IPC frame
+# Share frames (grebe.core.peers) held for an engine while it starts for the first time
+# (the newest kept): what the engines already up saw meanwhile, up to 256 entries each.
+ENGINE_HELD_SHARE_FRAMES = 4096
 # An engine may take as long as it needs to start while it uses CPU (imports, models: a
 # saturated machine stretches them); it is given up after this long without using any
 # (grebe.core.engine_start), or after engine.start_timeout_s in all.

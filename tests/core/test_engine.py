@@ -45,6 +45,37 @@ PLANS = textwrap.dedent(
 
         return PlanBundle(plans=[Plan("report", {"report": report}, eligibility="echo")])
 
+    def only_once(config):  # the first engine starts, every later start fails
+        import os
+        from pathlib import Path
+
+        marker = Path(config.plans["marker"])
+        if marker.exists():
+            os._exit(1)
+        marker.write_text("started")
+        return sharing(config)
+
+    def sharing(config):
+        # Each engine labels posts with its pid; "put:" texts are published to the
+        # other engines, "get:" texts are labelled with every text this engine knows.
+        import os
+
+        known = set()
+        bundle = PlanBundle(plans=[])
+        publish = bundle.peers.channel("texts", lambda data: known.add(data.decode()))
+
+        async def remember(ctx):
+            text = ctx.payload.post.text
+            ctx.output.labels.append(f"pid:{os.getpid()}")
+            if text.startswith("put:"):
+                known.add(text)
+                publish(text.encode())
+            else:
+                ctx.output.labels.extend(sorted(known))
+
+        bundle.plans = [Plan("remember", {"remember": remember}, eligibility="echo")]
+        return bundle
+
     def from_label(label):  # a recipe builder with no config at all: core needs none
         async def tag(ctx):
             ctx.output.labels.append(label)
@@ -138,8 +169,9 @@ async def test_round_trip_through_two_engines(tmp_path, plans_module):
     executor = process_executor(_config(tmp_path, f"{plans_module}:build_bundle", processes=2))
     await executor.start()
     try:
-        assert len(executor.pids) == 2
+        assert len(executor.pids) >= 1  # engine 0; engine 1 starts after it
         results = await asyncio.gather(*(executor.submit(_payload(i)) for i in range(600)))
+        assert len(executor.pids) == 2
         assert [r.post_id for r in results] == [f"post{i}" for i in range(600)]
         assert all(r.success and r.plans == {"echo": TaskStatus.SUCCESS} for r in results)
         assert results[5].labels == ["seen:t5"]
@@ -330,3 +362,65 @@ async def test_runtime_stop_returns_within_the_drain_window_plus_the_margin(
     await runtime.stop()
     took = loop.time() - started
     assert took < 1.0 + C.SHUTDOWN_MARGIN_S + 1.5, f"stop took {took:.1f}s"
+
+
+def _by(author, i, text):
+    return TaskPayload(payload_id=f"p{i}", post=Post(id=f"post{i}", author_id=author, text=text),
+                       eligibilities=frozenset({"echo"}))
+
+
+async def test_an_authors_posts_go_to_one_engine_and_authors_spread_over_both(
+        tmp_path, plans_module):
+    executor = process_executor(_config(tmp_path, f"{plans_module}:sharing", processes=2))
+    await executor.start()
+    try:
+        posts = [_by(f"author{i % 40}", i, f"get:{i}") for i in range(400)]
+        results = await asyncio.gather(*(executor.submit(p) for p in posts))
+    finally:
+        await executor.stop()
+    engines_of: dict[str, set[str]] = {}
+    for post, result in zip(posts, results, strict=True):
+        engines_of.setdefault(post.post.author_id, set()).add(result.labels[0])
+    assert all(len(pids) == 1 for pids in engines_of.values())
+    per_engine = [sum(pids == {pid} for pids in engines_of.values())
+                  for pid in {p for pids in engines_of.values() for p in pids}]
+    assert len(per_engine) == 2 and min(per_engine) >= 10  # 40 authors, both engines used
+
+
+async def test_what_one_engine_shares_reaches_the_other(tmp_path, plans_module):
+    executor = process_executor(_config(tmp_path, f"{plans_module}:sharing", processes=2))
+    await executor.start()
+    try:
+        puts = await asyncio.gather(*(executor.submit(_by(f"w{i}", i, f"put:{i}"))
+                                      for i in range(20)))
+        writers = {r.labels[0] for r in puts}
+        assert len(writers) == 2  # both engines published
+        # No wait: an engine sends its shares before the results they came with, and the
+        # dispatcher relays them as it reads them, so they are ahead of any later Submit.
+        gets = await asyncio.gather(*(executor.submit(_by(f"r{i}", 100 + i, "get:"))
+                                      for i in range(20)))
+    finally:
+        await executor.stop()
+    assert len({r.labels[0] for r in gets}) == 2
+    every = sorted(f"put:{i}" for i in range(20))
+    assert all(r.labels[1:] == every for r in gets)
+
+
+async def test_an_engine_that_cannot_start_does_not_hold_its_authors_posts(
+        tmp_path, plans_module):
+    """Engine 1 starts after engine 0; while it starts its authors' posts wait for it,
+    and when its start fails they go to engine 0 (it is retried meanwhile)."""
+    config = load_config(
+        data_dir=tmp_path, engine={"processes": 2}, output={"broker": "none"},
+        plans={"factory": f"{plans_module}:only_once", "marker": str(tmp_path / "m")},
+        store={"backend": "memory"})
+    executor = process_executor(config)
+    await executor.start()
+    try:
+        results = await asyncio.wait_for(asyncio.gather(
+            *(executor.submit(_by(f"author{i}", i, f"get:{i}")) for i in range(40))), 60)
+        assert all(r.success for r in results)
+        assert len({r.labels[0] for r in results}) == 1  # all on engine 0
+        assert executor.failure is not None and "engine 1" in executor.failure
+    finally:
+        await executor.stop()

@@ -91,3 +91,24 @@ def test_two_flows_contributing_one_key_fail_at_assembly(
     with pytest.raises(ConfigError, match="both contribute the service 'enforcement'"):
         registry.assemble(FlowSettings.from_section(None), models=fake_models(),
                           store=MemoryStore())
+
+
+def test_coordination_indexes_of_two_engines_see_one_campaign() -> None:
+    """Two engines' coordination indexes wired as the dispatcher wires them: accounts
+    seen by either engine count towards one campaign in both."""
+    from grebe.core.peers import Peers
+
+    peers = [Peers(), Peers()]
+    indexes = [CoordinationIndex(max_entries=50, window_s=60, max_distance=3)
+               for _ in peers]
+    for index, mine, other in ((indexes[0], peers[0], peers[1]),
+                               (indexes[1], peers[1], peers[0])):
+        index.share_with(mine)
+        mine.attach(other.deliver)
+    text = "Claim your FREE crypto airdrop today, limited spots http://t.co/{}"
+    seen = [indexes[i % 2].observe(f"p{i}", f"acct{i}", text.format(i)).accounts
+            for i in range(5)]
+    assert seen == [1, 2, 3, 4, 5]
+    retry = indexes[1].observe("p0", "acct0", text.format(0))  # a retry on the other one
+    assert retry.accounts == 5
+    assert indexes[0].observe("p5", "acct5", text.format(5)).accounts == 6

@@ -147,3 +147,34 @@ def test_the_pipeline_index_takes_its_bound_from_the_config() -> None:
     config = MediaConfig(dedup=DedupConfig(max_entries=64))
     assert MediaPipeline(config).index.max_entries == 64
     assert MediaPipeline().index.max_entries == DEFAULT_MAX_ENTRIES
+
+
+def test_two_engines_indexes_connected_by_peers_each_find_the_others_copies() -> None:
+    """Two engines' indexes wired as the dispatcher wires them (each one's published
+    entries delivered to the other): a copy posted through the second engine is found
+    against the original the first engine indexed, and the other way round."""
+    from grebe.core.peers import Peers
+
+    peers = [Peers(), Peers()]
+    indexes = [NearDuplicateIndex(100), NearDuplicateIndex(100)]
+    for index, mine, other in ((indexes[0], peers[0], peers[1]),
+                               (indexes[1], peers[1], peers[0])):
+        index.share_with(mine)
+        mine.attach(other.deliver)
+    original = HashEntry("post-a", "https://a/photo.jpg", 0xF0F0_F0F0_0F0F_0F0F)
+    assert indexes[0].add_and_match(original, max_distance=4) == []
+    copy = HashEntry("post-b", "https://b/copy.jpg", original.hash ^ 0b101)
+    (match,) = indexes[1].add_and_match(copy, max_distance=4)
+    assert (match.entry, match.distance) == (original, 2)
+    (back,) = indexes[0].query(copy.hash, max_distance=0)
+    assert back.entry == copy
+    assert len(indexes[0]) == len(indexes[1]) == 2
+
+
+def test_an_index_with_nobody_to_share_with_publishes_nothing() -> None:
+    from grebe.core.peers import Peers
+
+    index = NearDuplicateIndex(10)
+    index.share_with(Peers())  # never attached: one engine, or plans in the dispatcher
+    index.add(HashEntry("p", "k", 1))
+    assert len(index) == 1

@@ -43,7 +43,7 @@ async def source_lag(source: Source) -> int | None:
 
 def engines_json(service: ApiService) -> dict[str, Any]:
     executor = service.runtime.executor
-    configured = service.config.engine.processes
+    configured = service.config.engine.process_count
     if executor is None:
         return {"mode": "processes" if configured else "inline", "configured": configured,
                 "alive": 0, "pids": [], "failure": None}

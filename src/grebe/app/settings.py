@@ -26,6 +26,6 @@ def dispatcher_settings(dispatcher: DispatcherConfig) -> DispatcherSettings:
 
 
 def engine_settings(engine: EngineConfig) -> EngineSettings:
-    return EngineSettings(processes=engine.processes, concurrency=engine.concurrency,
+    return EngineSettings(processes=engine.process_count, concurrency=engine.concurrency,
                           start_stall_s=engine.start_stall_s,
                           start_timeout_s=engine.start_timeout_s)

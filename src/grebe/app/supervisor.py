@@ -108,7 +108,7 @@ class Runtime:
         self._dispatching = asyncio.create_task(self.dispatcher.run(), name="dispatcher")
         log.info(
             "running: %d stream(s), %d engine process(es)", len(self.sources),
-            config.engine.processes,
+            config.engine.process_count,
         )
 
     def _build_source(self, stream: StreamConfig) -> Source:
@@ -117,7 +117,7 @@ class Runtime:
 
     async def _start_executor(self) -> Executor:
         config = self.config
-        if config.engine.processes >= 1:
+        if config.engine.process_count >= 1:
             executor: Executor = process_executor(config)
         else:
             self._bundle = build_bundle(config)

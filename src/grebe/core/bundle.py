@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from grebe.core.peers import Peers
 from grebe.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -42,6 +43,8 @@ class PlanBundle:
     # wait on a remote LLM needs the client's whole budget (timeout x attempts), or
     # `engine.task_timeout_s` cancels a slow but healthy call and the post dead-letters.
     min_task_timeout_s: dict[str, float] = field(default_factory=dict)
+    # Channels to the other engine processes, for state that spans authors (core.peers).
+    peers: Peers = field(default_factory=Peers)
     _started: list[Lifecycle] = field(default_factory=list, init=False, repr=False)
 
     def master(self) -> PlanMaster:

@@ -14,7 +14,20 @@ IPC is one Unix socket pair per engine carrying length-prefixed msgpack frames
 only appends to the chosen engine's outbox and schedules one flush for the next loop
 iteration, so a burst of submits becomes a few frames of up to ENGINE_IPC_BATCH
 payloads; engines return results the same way. Futures live and resolve in the
-dispatcher process. A payload goes to the live engine with the fewest in flight.
+dispatcher process.
+
+A payload goes to the engine its post's author hashes to (CRC-32 of the author id, or of
+the post id while the author is unknown, modulo N): state an engine keeps per author
+(grebe.flows.author_memory) then sees all of that author's posts. While that engine is
+down, its payloads go to the live engine with the fewest in flight instead. State that
+spans authors is kept whole by Share frames, which the dispatcher relays from each
+engine to the others (grebe.core.peers).
+
+Engine 0 starts first, alone on the cores, and `start()` returns when it is up: the
+first annotation comes as soon as with one engine. The others start after it, in the
+background; until an engine's first start, the payloads of its authors wait for it
+(and go to the live engines if that start fails), and the other engines' Share frames
+are held for it, so it starts knowing what they saw meanwhile.
 
 An engine that dies fails its in-flight futures with EngineDiedError (the dispatcher
 retries them as a system fault, until a post has seen so many deaths that it is the
@@ -39,6 +52,7 @@ import logging
 import os
 import socket
 import sys
+import zlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,6 +61,7 @@ from grebe import constants as C
 from grebe.core.engine_ipc import (
     Configure,
     Results,
+    Share,
     StartFailed,
     Stop,
     Submit,
@@ -108,6 +123,11 @@ class ProcessExecutor:
         # Payloads submitted while no engine is alive (all restarting): sent to the next
         # one that comes up. Bounded by the dispatcher's in-flight cap.
         self._parked: list[tuple[int, TaskPayload, asyncio.Future[TaskResult]]] = []
+        # Engines not yet up for the first time, and the payloads of their authors.
+        self._unstarted: set[int] = set()
+        self._waiting: dict[int, list[tuple[int, TaskPayload, asyncio.Future[TaskResult]]]] = {}
+        self._later: asyncio.Task[None] | None = None
+        self._held: dict[int, deque[bytes]] = {}  # Share frames for the unstarted engines
         self.failure: str | None = None  # why engines are down, while a restart fails
 
     @property
@@ -116,16 +136,38 @@ class ProcessExecutor:
 
     @property
     def in_flight(self) -> int:
-        return sum(len(e.in_flight) for e in self._engines if e is not None) + len(self._parked)
+        return (sum(len(e.in_flight) for e in self._engines if e is not None)
+                + len(self._parked) + sum(len(w) for w in self._waiting.values()))
 
     async def start(self) -> None:
-        results = await asyncio.gather(
-            *(self._spawn(i) for i in range(self._processes)), return_exceptions=True
-        )
-        errors = [r for r in results if isinstance(r, BaseException)]
-        if errors:
+        """Start engine 0 and return once it is up; the others start after it (see the
+        module docstring). A failed start of engine 0 fails this call."""
+        self._unstarted = set(range(1, self._processes))
+        self._held = {i: deque(maxlen=C.ENGINE_HELD_SHARE_FRAMES) for i in self._unstarted}
+        try:
+            await self._spawn(0)
+        except BaseException:
             await self.stop()
-            raise errors[0]
+            raise
+        if self._unstarted:
+            self._later = asyncio.create_task(self._start_later(), name="engines-after-0")
+
+    async def _start_later(self) -> None:
+        later = sorted(self._unstarted)
+        results = await asyncio.gather(*(self._spawn(i) for i in later), return_exceptions=True)
+        for index, result in zip(later, results, strict=True):
+            if not isinstance(result, BaseException):
+                continue
+            self.failure = str(result)
+            log.error("engine %d did not start (%s); retrying", index, result)
+            self._unstarted.discard(index)
+            self._held.pop(index, None)
+            for payload_id, payload, future in self._waiting.pop(index, []):
+                if not future.done():
+                    self._place(payload_id, payload, future)
+            restart = asyncio.create_task(self._restart(index, 1))
+            self._restarts.add(restart)
+            restart.add_done_callback(self._restarts.discard)
 
     async def _spawn(self, index: int) -> None:
         parent_sock, child_sock = socket.socketpair()
@@ -142,7 +184,8 @@ class ProcessExecutor:
         reader, writer = await asyncio.open_unix_connection(sock=parent_sock)
         recipe = self._recipe
         writer.write(pack_frame(Configure(
-            recipe.builder, recipe.argument, self._settings.concurrency, index, list(sys.path)
+            recipe.builder, recipe.argument, self._settings.concurrency, index, list(sys.path),
+            self._processes,
         )))
         try:
             first = await await_while_progressing(
@@ -173,6 +216,12 @@ class ProcessExecutor:
         self._engines[index] = engine
         self._live = [e for e in self._engines if e is not None and e.alive]
         log.info("engine %d started (pid %s)", index, process.pid)
+        self._unstarted.discard(index)
+        for frame in self._held.pop(index, ()):  # ahead of any payload: frames keep order
+            writer.write(frame)
+        for payload_id, payload, future in self._waiting.pop(index, []):
+            if not future.done():
+                self._assign(engine, payload_id, payload, future)
         if self._parked:
             parked, self._parked = self._parked, []
             for payload_id, payload, future in parked:
@@ -184,6 +233,27 @@ class ProcessExecutor:
             raise ExecutorUnavailableError("ProcessExecutor is stopping")
         future: asyncio.Future[TaskResult] = asyncio.get_running_loop().create_future()
         payload_id = next(self._ids)
+        index = self._owner(payload)
+        owner = self._engines[index]
+        if owner is not None and owner.alive:
+            self._assign(owner, payload_id, payload, future)
+        elif index in self._unstarted:
+            self._waiting.setdefault(index, []).append((payload_id, payload, future))
+        else:
+            self._place(payload_id, payload, future)
+        return future
+
+    def _owner(self, payload: TaskPayload) -> int:
+        """The engine this payload's author hashes to (see the module docstring)."""
+        if self._processes == 1:
+            return 0
+        post = payload.post
+        return zlib.crc32((post.author_id or post.id).encode()) % self._processes
+
+    def _place(self, payload_id: int, payload: TaskPayload,
+               future: asyncio.Future[TaskResult]) -> None:
+        """A payload whose engine is down: to the live engine with the fewest in flight,
+        or parked for the next one up."""
         best: _Engine | None = None
         fewest = sys.maxsize
         for engine in self._live:
@@ -193,7 +263,6 @@ class ProcessExecutor:
             self._assign(best, payload_id, payload, future)
         else:
             self._parked.append((payload_id, payload, future))
-        return future
 
     def _assign(
         self, engine: _Engine, payload_id: int, payload: TaskPayload,
@@ -250,11 +319,25 @@ class ProcessExecutor:
                         future = engine.in_flight.pop(payload_id, None)
                         if future is not None and not future.done():
                             future.set_result(result)
+                elif isinstance(frame, Share):
+                    self._relay(engine, frame)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         except Exception:
             log.exception("engine %d sent an unreadable frame", engine.index)
         await self._lost(engine)
+
+    def _relay(self, sender: _Engine, frame: Share) -> None:
+        """Pass an engine's observations on to every other live engine, and hold them
+        for the engines not yet started. One that is restarting misses them: it starts
+        with empty cross-author state, as a lone engine does after a restart."""
+        data = pack_frame(frame)
+        for engine in self._live:
+            if engine is not sender:
+                with contextlib.suppress(ConnectionError, RuntimeError):
+                    engine.writer.write(data)
+        for held in self._held.values():
+            held.append(data)
 
     async def _lost(self, engine: _Engine) -> None:
         engine.alive = False
@@ -319,6 +402,10 @@ class ProcessExecutor:
         cancelled) and will be redelivered by the broker. Engines get `timeout_s` in all
         (not each) to stop cleanly; the ones still running then are killed."""
         self._stopping = True
+        if self._later is not None:
+            self._later.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._later
         for task in list(self._restarts):
             task.cancel()
         engines = [e for e in self._engines if e is not None]
@@ -346,7 +433,11 @@ class ProcessExecutor:
             for future in engine.in_flight.values():
                 future.cancel()
             engine.in_flight.clear()
-        for _, _, future in self._parked:
+        waiting = [item for items in self._waiting.values() for item in items]
+        for _, _, future in self._parked + waiting:
             future.cancel()
         self._parked = []
+        self._waiting = {}
+        self._unstarted = set()
+        self._held = {}
         self._engines = [None] * self._processes

@@ -2,7 +2,8 @@
 
 The dispatcher side (grebe.core.engine) and the engine process (grebe.core.engine_process)
 speak only these frames: a Configure first, then Submit batches one way and Results
-batches the other, and a Stop at shutdown.
+batches the other, Share frames both ways (an engine's observations for the others,
+relayed by the dispatcher: grebe.core.peers), and a Stop at shutdown.
 """
 
 from __future__ import annotations
@@ -37,6 +38,13 @@ class Stop(msgspec.Struct, tag="stop", array_like=True):
     pass
 
 
+class Share(msgspec.Struct, tag="share", array_like=True):
+    """Observations for the other engines (grebe.core.peers): an engine sends its own to
+    the dispatcher, which relays them to every other engine."""
+
+    items: list[tuple[str, bytes]]  # (channel, observation)
+
+
 class Configure(msgspec.Struct, tag="configure", array_like=True):
     """The first frame to an engine: how to build its plans (a BundleRecipe's fields)."""
 
@@ -45,9 +53,10 @@ class Configure(msgspec.Struct, tag="configure", array_like=True):
     concurrency: int
     index: int
     sys_path: list[str]  # the dispatcher's, so plan factories import the same modules
+    engines: int = 1  # how many engines run: with one, there is nobody to share with
 
 
-Frame = Submit | Results | Ready | StartFailed | Stop | Configure
+Frame = Submit | Results | Share | Ready | StartFailed | Stop | Configure
 
 encoder = msgspec.msgpack.Encoder()
 decoder = msgspec.msgpack.Decoder(Frame)

@@ -30,6 +30,7 @@ from grebe.core.engine_ipc import (
     Configure,
     Ready,
     Results,
+    Share,
     StartFailed,
     Stop,
     Submit,
@@ -97,6 +98,7 @@ class _EngineServer:
         self._sock = sock
         self._writer: asyncio.StreamWriter | None = None
         self._outbox: list[tuple[int, TaskResult]] = []
+        self._shares: list[tuple[str, bytes]] = []  # observations for the other engines
         self._flush_scheduled = False
         self._running: set[asyncio.Task[None]] = set()
         # Payloads past the concurrency limit wait here (a counter and a deque cost less
@@ -127,6 +129,8 @@ class _EngineServer:
                 raise TypeError(
                     f"{first.builder} returned {type(bundle).__name__}, not a PlanBundle"
                 )
+            if first.engines > 1:
+                bundle.peers.attach(self._share)
             await bundle.start()
             self._master = bundle.master()
         except Exception as exc:
@@ -148,6 +152,9 @@ class _EngineServer:
                 if isinstance(frame, Submit):
                     for payload_id, payload in frame.items:
                         self._start(payload_id, payload)
+                elif isinstance(frame, Share):
+                    for channel, data in frame.items:
+                        bundle.peers.deliver(channel, data)
         finally:
             self._waiting.clear()
             for task in list(self._running):
@@ -183,14 +190,28 @@ class _EngineServer:
                 started_at=now, finished_at=now,
             )
         self._outbox.append((payload_id, result))
+        self._schedule_flush()
+
+    def _share(self, channel: str, data: bytes) -> None:
+        """An observation of this engine's state for the others (grebe.core.peers)."""
+        self._shares.append((channel, data))
+        self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
         if not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_scheduled = False
+        if self._writer is None:
+            return
+        if self._shares:  # before the results, so a post's observations are relayed first
+            shares, self._shares = self._shares, []
+            for i in range(0, len(shares), C.ENGINE_IPC_BATCH):
+                self._writer.write(pack_frame(Share(items=shares[i : i + C.ENGINE_IPC_BATCH])))
         outbox, self._outbox = self._outbox, []
-        if self._writer is None or not outbox:
+        if not outbox:
             return
         for i in range(0, len(outbox), C.ENGINE_IPC_BATCH):
             self._writer.write(pack_frame(Results(items=outbox[i : i + C.ENGINE_IPC_BATCH])))

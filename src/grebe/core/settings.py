@@ -44,7 +44,7 @@ class EngineSettings:
     """How many engine processes run plans, how many payloads each runs at once, and
     how long a start may take."""
 
-    processes: int = C.DEFAULT_ENGINE_PROCESSES
+    processes: int = 1  # a number here: the wiring resolves `engine.processes: auto`
     concurrency: int = C.DEFAULT_ENGINE_CONCURRENCY
     # A start is given up after this long without the engine using CPU, or this long
     # in all (grebe.core.engine_start).

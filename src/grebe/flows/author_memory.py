@@ -19,9 +19,10 @@ class AuthorMemory:
     """Recent normalised-text digests per author, bounded twice: an LRU over authors and
     a fixed-length deque per author, so memory stays flat whatever the stream does.
 
-    Per process: with several engine processes each sees its share of the stream (the
-    local broker and Kafka key by post, so an author's posts may spread); that weakens
-    the signal but never breaks a post. Thread-safe for the engine's worker threads."""
+    Per process, and whole: the dispatcher sends every post of an author to the same
+    engine (grebe.core.engine), so no other engine needs to know. Only while that engine
+    restarts do its authors' posts go to another, whose memory of them starts empty, as
+    a lone engine's does after a restart. Thread-safe for the engine's worker threads."""
 
     def __init__(
         self, *, authors: int, texts_per_author: int, window_s: float,

@@ -10,9 +10,10 @@ BK-tree, since texts leave the window and a tree does not delete cheaply. A post
 coordinated when at least `min_accounts` distinct accounts (itself included) posted
 such a text in the window; a lone post, or one account repeating itself, never is.
 
-Bounded (the newest `max_entries` texts) and per engine process, like AuthorMemory: a
-campaign spread over several processes is seen per share. Every query compares against
-the whole buffer at once (vectorised), which is cheap next to a model pass.
+Bounded (the newest `max_entries` texts). Each engine process holds one; with several
+engines each publishes what it records to the others (`share_with`, grebe.core.peers),
+so every index holds the whole stream's texts, one IPC hop late. Every query compares
+against the whole buffer at once (vectorised), which is cheap next to a model pass.
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import msgspec
 import numpy as np
+
+from grebe.core.peers import Peers
 
 _LINK = re.compile(r"(?:https?://|www\.)\S+", re.IGNORECASE)
 _MENTION = re.compile(r"@\w+")
@@ -32,6 +36,10 @@ _DIGITS = re.compile(r"\d+")
 _WORD = re.compile(r"\w+", re.UNICODE)
 SHINGLE = 3  # words per shingle
 BITS = 64
+PEER_CHANNEL = "spam.coordination"
+_Shared = tuple[int, float, str, str]  # (fingerprint, at, author id, post id)
+_encode = msgspec.msgpack.Encoder().encode
+_decode = msgspec.msgpack.Decoder(_Shared).decode
 
 
 def fingerprint(text: str) -> int | None:
@@ -74,6 +82,22 @@ class CoordinationIndex:
         self._max_distance = max_distance
         self._clock = clock
         self._lock = threading.Lock()
+        self._publish: Callable[[bytes], None] | None = None
+
+    def share_with(self, peers: Peers) -> None:
+        """Send each text this engine records to the other engines, record theirs."""
+        self._publish = peers.channel(PEER_CHANNEL, self._merge)
+
+    def _merge(self, data: bytes) -> None:
+        print_, at, author_id, post_id = _decode(data)
+        with self._lock:
+            self._record(print_, at, author_id, post_id)
+
+    def _record(self, print_: int, at: float, author_id: str, post_id: str) -> None:
+        slot = self._next
+        self._prints[slot], self._at[slot] = print_, at
+        self._authors[slot], self._posts[slot] = author_id, post_id
+        self._next = (slot + 1) % len(self._at)
 
     def observe(self, post_id: str, author_id: str, text: str) -> Campaign:
         """Record this post and return the near-identical texts in the window."""
@@ -89,9 +113,9 @@ class CoordinationIndex:
             # Read the matches before writing: the slot written may be one of them.
             campaign = Campaign(len({self._authors[i] for i in alike} | {author_id}),
                                 tuple(self._posts[i] for i in alike[-5:]))
-            if len(alike) == len(hits):  # not a retry of a post already recorded
-                slot = self._next
-                self._prints[slot], self._at[slot] = print_, now
-                self._authors[slot], self._posts[slot] = author_id, post_id
-                self._next = (slot + 1) % len(self._at)
-            return campaign
+            recorded = len(alike) == len(hits)  # not a retry of a post already recorded
+            if recorded:
+                self._record(print_, now, author_id, post_id)
+        if recorded and self._publish is not None:
+            self._publish(_encode((print_, now, author_id, post_id)))
+        return campaign

@@ -52,6 +52,7 @@ from grebe.types import Post
 
 if TYPE_CHECKING:
     from grebe.config import GrebeConfig
+    from grebe.core.peers import Peers
     from grebe.flows.services import MediaHydrator, SpamScorer, TextHeadScorer
     from grebe.flows.settings import FlowSettings
 
@@ -250,7 +251,18 @@ class LazyMediaHydrator(LazyService):
         return await hydrator.hydrate(post)
 
 
-def build_media(config: GrebeConfig, models: FlowModels) -> MediaHydrator | None:
+def build_media(config: GrebeConfig, models: FlowModels,
+                peers: Peers | None = None) -> MediaHydrator | None:
+    """The lazily built media pipeline. With `peers`, its near-duplicate index is built
+    now (numpy only) and shared with the other engines, so entries they add arrive
+    before this engine's first post with media."""
+    index = None
+    if peers is not None:
+        from grebe.media.dedup import NearDuplicateIndex
+
+        index = NearDuplicateIndex(config.media.dedup.max_entries)
+        index.share_with(peers)
+
     def build() -> PipelineHydrator:
         from grebe.media.asr import ASRProcessor
         from grebe.media.pipeline import MediaPipeline
@@ -259,6 +271,7 @@ def build_media(config: GrebeConfig, models: FlowModels) -> MediaHydrator | None
         asr = ASRProcessor(media_config.asr, media_config.video,
                            transcriber=models.transcriber)
         return PipelineHydrator(
-            MediaPipeline(media_config, nsfw=models.nsfw, ocr=models.ocr, asr=asr))
+            MediaPipeline(media_config, nsfw=models.nsfw, ocr=models.ocr, asr=asr,
+                          index=index))
 
     return LazyMediaHydrator(build, MEDIA_PIPELINE)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from grebe import constants as C
 from grebe.core.bundle import PlanBundle
 from grebe.core.memo import SharedCache
+from grebe.core.peers import Peers, SharesWithPeers
 from grebe.core.plan import Plan
 from grebe.errors import ConfigError
 from grebe.flows import catalog
@@ -53,9 +54,10 @@ def __getattr__(name: str) -> Any:
 def assemble(
     settings: FlowSettings, *, models: FlowModels, store: Any, producer: Any = None,
     media: Any = None, output_topic: str = "annotations", rate_limit_storage: str = "memory://",
-    rate_limit_namespace: str = C.DEFAULT_REDIS_NAMESPACE,
+    rate_limit_namespace: str = C.DEFAULT_REDIS_NAMESPACE, engines: int = 1,
 ) -> FlowServices:
-    """FlowServices from already-built parts (the bundle, `grebe analyze` and tests)."""
+    """FlowServices from already-built parts (the bundle, `grebe analyze` and tests).
+    `engines`: how many engine processes share the plans' `max_qps` budgets."""
     memory = settings.author_memory
     plans = all_plans()
     return FlowServices(
@@ -69,7 +71,7 @@ def assemble(
         authors=AuthorMemory(authors=memory.authors, texts_per_author=memory.texts_per_author,
                              window_s=memory.window_s),
         prompts=PromptBook(settings.prompts_dir),
-        limiter=PlanLimiter(rate_limit_storage, rate_limit_namespace),
+        limiter=PlanLimiter(rate_limit_storage, rate_limit_namespace, engines=engines),
         dedupe=RecentKeys(max_ttl_s=max(
             (settings.plan(p.name).dedupe_ttl_s for p in plans), default=1.0) or 1.0),
         plan_versions={plan.name: plan.version for plan in plans},
@@ -115,18 +117,23 @@ def build_bundle(config: GrebeConfig) -> PlanBundle:
     settings = FlowSettings.from_section(config.plans)
     plans = enabled_plans(settings)
     models = build_models(config, settings)
-    media = build_media(config, models)
+    peers = Peers()
+    media = build_media(config, models, peers)
     store = build_store(config)
     producer = build_producer(config)
     limiter = limiter_uri(config.rate_limits.storage, config.redis.url)
     services = assemble(settings, models=models, store=store, producer=producer, media=media,
                         output_topic=config.output.topic, rate_limit_storage=limiter,
-                        rate_limit_namespace=config.redis.namespace)
+                        rate_limit_namespace=config.redis.namespace,
+                        engines=max(1, config.engine.process_count))
+    for service in services.contributed.values():
+        if isinstance(service, SharesWithPeers):  # spam's coordination index
+            service.share_with(peers)
     components = lifecycles([store, producer, *models.components(), media])
     llm_budget = chat_budget_s(config.inference.chat)
     floors = {p.name: llm_budget for p in plans if settings.backend(p.name) == "llm"}
     return PlanBundle(plans=plans, services=services, components=components,
-                      min_task_timeout_s=floors)
+                      min_task_timeout_s=floors, peers=peers)
 
 
 def chat_budget_s(chat: ChatConfig) -> float:

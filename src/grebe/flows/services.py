@@ -111,13 +111,17 @@ class PlanLimiter:
     """Per-plan QPS budgets with the `limits` library (moving window), built exactly
     like the dispatcher's stream limits. A plan over budget waits for the next slot,
     bounded by the plan's `rate_limit_max_wait_s`; the caller skips the post when even
-    that is not enough. Storage "memory://" counts per engine process; "redis://..."
-    shares the budget across processes and replicas."""
+    that is not enough. "redis://..." shares the budget across processes and replicas;
+    "memory://" counts in each engine process, so each of `engines` engines keeps to
+    1/engines of it: together never more than the plan's `max_qps`, and all of it while
+    posts spread evenly (engines take authors by hash: docs/benchmarks.md, "Two engines
+    by default")."""
 
     def __init__(self, storage_uri: str = "memory://",
-                 namespace: str = C.DEFAULT_REDIS_NAMESPACE) -> None:
+                 namespace: str = C.DEFAULT_REDIS_NAMESPACE, *, engines: int = 1) -> None:
         self._storage_uri = storage_uri
         self._namespace = namespace  # the deployment's Redis key namespace
+        self._share = 1 / engines if storage_uri.startswith("memory://") else 1.0
         self._limiter: Any = None
         self._items: dict[float, Any] = {}
 
@@ -127,6 +131,7 @@ class PlanLimiter:
 
         from grebe.core.ratelimit import limiter_storage_from, qps_item
 
+        qps *= self._share
         if self._limiter is None:
             storage: Any = limiter_storage_from(self._storage_uri, self._namespace)
             self._limiter = MovingWindowRateLimiter(storage)

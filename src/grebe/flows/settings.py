@@ -49,7 +49,7 @@ class PlanSettings(_Section):
     min_engagement: int = Field(default=0, ge=0)  # likes + replies + reposts
     min_views: int = Field(default=0, ge=0)
     dedupe_ttl_s: float = Field(default=600.0, ge=0)  # 0: no dedupe by post id
-    max_qps: float | None = Field(default=None, gt=0)  # per plan, per engine process
+    max_qps: float | None = Field(default=None, gt=0)  # per plan; memory://: split by engines
     rate_limit_max_wait_s: float = Field(default=2.0, ge=0)  # longer: skip as rate_limited
     classifier: ClassifierBackend | None = None  # None: plans.classifier
     # "<head>.<class>" -> threshold; unset: the head's validation threshold (policy data)

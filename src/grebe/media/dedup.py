@@ -9,6 +9,11 @@ growing linearly, and the tree kept every hash for the life of an engine. The sc
 ~100x cheaper per entry, and the ring keeps the most recent `max_entries` hashes only
 (the oldest are overwritten), so memory and query cost are bounded however long it runs.
 Video frames are hashed one by one and share their video's media key.
+
+Each engine process holds one index; with several engines each publishes what it adds to
+the others (`share_with`, grebe.core.peers), so a copy posted through another engine is
+still found. PIL and imagehash are imported by `perceptual_hash` only: a text-only engine
+builds the (empty) index at start to receive the others' entries, and never hashes.
 """
 
 from __future__ import annotations
@@ -16,24 +21,36 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import imagehash
+import msgspec
 import numpy as np
-from PIL import Image
 
+from grebe.core.peers import Peers
 from grebe.media.config import DEFAULT_DEDUP_MAX_ENTRIES
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from PIL import Image
+
 HashKind = Literal["phash", "dhash"]
-_HASHERS = {"phash": imagehash.phash, "dhash": imagehash.dhash}
+PEER_CHANNEL = "media.near_duplicates"
+_Shared = tuple[str, str, int, int | None]  # HashEntry's fields, in order
+_encode = msgspec.msgpack.Encoder().encode
+_decode = msgspec.msgpack.Decoder(_Shared).decode
 _INITIAL_SLOTS = 1024  # the ring's arrays start small and double up to max_entries
 DEFAULT_MAX_ENTRIES = DEFAULT_DEDUP_MAX_ENTRIES
 
 
 def perceptual_hash(image: np.ndarray | Image.Image, kind: HashKind = "phash") -> int:
     """A 64-bit perceptual hash of an RGB array or PIL image, as an int."""
+    import imagehash
+    from PIL import Image
+
     pil = Image.fromarray(image) if isinstance(image, np.ndarray) else image
-    bits = _HASHERS[kind](pil, hash_size=8).hash.flatten()
+    hasher = imagehash.phash if kind == "phash" else imagehash.dhash
+    bits = hasher(pil, hash_size=8).hash.flatten()
     return int("".join("1" if b else "0" for b in bits), 2)
 
 
@@ -68,6 +85,20 @@ class NearDuplicateIndex:
         self._entries: list[HashEntry] = []  # slot i holds the entry of _hashes[i]
         self._added = 0  # ever added: the next slot is _added % max_entries
         self._lock = threading.Lock()
+        self._publish: Callable[[bytes], None] | None = None
+
+    def share_with(self, peers: Peers) -> None:
+        """Send each entry this engine adds to the other engines, add theirs."""
+        self._publish = peers.channel(PEER_CHANNEL, self._merge)
+
+    def _merge(self, data: bytes) -> None:
+        post_id, media_key, hash_value, frame = _decode(data)
+        with self._lock:
+            self._add(HashEntry(post_id, media_key, hash_value, frame))
+
+    def _shared(self, entry: HashEntry) -> None:
+        if self._publish is not None:
+            self._publish(_encode((entry.post_id, entry.media_key, entry.hash, entry.frame)))
 
     def __len__(self) -> int:
         return min(self._added, self.max_entries)
@@ -75,6 +106,7 @@ class NearDuplicateIndex:
     def add(self, entry: HashEntry) -> None:
         with self._lock:
             self._add(entry)
+        self._shared(entry)
 
     def _add(self, entry: HashEntry) -> None:
         slot = self._added % self.max_entries
@@ -107,7 +139,8 @@ class NearDuplicateIndex:
             matches = [m for m in self._query(entry.hash, max_distance)
                        if m.entry.post_id != entry.post_id]
             self._add(entry)
-            return matches
+        self._shared(entry)
+        return matches
 
     def entries(self) -> Iterator[HashEntry]:
         with self._lock:

@@ -105,7 +105,9 @@ class MediaPipeline:
         self.nsfw = nsfw if p.nsfw else None
         self.ocr = ocr if p.ocr else None
         self.asr = asr if p.asr else None
-        self.index = index or NearDuplicateIndex(self.config.dedup.max_entries)
+        # `is None`, not `or`: an empty index is falsy (len 0), and a shared one starts empty
+        self.index = index if index is not None else NearDuplicateIndex(
+            self.config.dedup.max_entries)
         self._metrics = metrics
         self._work_root = work_root
         self._workers = {DOWNLOAD: p.download_workers, DECODE: p.decode_workers,
