@@ -20,7 +20,7 @@ from grebe.flows.services import MediaFacts
 def doubles(monkeypatch: pytest.MonkeyPatch) -> FakeMedia:
     media = FakeMedia(MediaFacts(ocr_text="SALE 50% OFF", nsfw=(0.02,), nsfw_model="fake"))
     monkeypatch.setattr(models, "build_models", lambda config, settings: fake_models())
-    monkeypatch.setattr(models, "build_media", lambda config, m: media)
+    monkeypatch.setattr(models, "build_media", lambda config, m, peers=None: media)
     return media
 
 

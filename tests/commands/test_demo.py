@@ -19,7 +19,8 @@ from grebe.stores.sqlite import SqliteStore, iter_all
 def doubles(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(models, "build_models", lambda config, settings: fake_models())
     monkeypatch.setattr(models, "build_media",
-                        lambda config, m: FakeMedia(MediaFacts(ocr_text="", nsfw=(0.01,))))
+                        lambda config, m, peers=None: FakeMedia(
+                            MediaFacts(ocr_text="", nsfw=(0.01,))))
 
 
 @pytest.mark.slow
