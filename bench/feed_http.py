@@ -18,12 +18,14 @@ and neighbourhood sent to the other workers on a Unix connection).
 
 The load generator (this process) sends `GET /home/v{n}` open-loop at `--rate` with a
 hand-written HTTP/1.1 client, so its own CPU stays small. Each viewer has its own
-keep-alive connection, as an app holds one (a request's latency includes any wait for
-the viewer's previous request on it): the kernel hashes connections to workers, and
-with one per viewer each worker's share of the requests is its share of 200 hashed
-connections (±3.5% for one standard deviation). A shared pool of 64 connections, as
-before, split the requests by the hash of 64 (62 / 38% in one run), an artefact of the
-bench: a worker with the larger share queued while the other idled.
+keep-alive connection (up to MAX_CONNECTIONS), as an app holds one (a request's
+latency includes any wait for the viewer's previous request on it): the kernel hashes
+connections to workers, and with one per viewer each worker's share of the requests is
+its share of 200 hashed connections (the larger share 52% at the median, 56% at the
+90th percentile). A shared pool of 64 connections, as before, split the requests by the
+hash of 64 (54.7% / 60.9%; 62 / 38% in one run), an artefact of the bench: a worker
+with the larger share queued while the other idled (docs/benchmarks.md, "A cheaper
+first request").
 `--path healthz` asks `/healthz` instead: the cost of the HTTP layer and middleware
 alone. Printed: answers by status, latency p50/p99 of the 200s, the servers' CPU per
 answered request (from /proc, start to end of the timed window) and each worker's,
