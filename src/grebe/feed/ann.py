@@ -5,6 +5,13 @@ Re-adding a post replaces its vector. Searches and adds are C++ calls that finis
 microseconds to a millisecond at feed scale, so they run inline; `search` asks for a
 few extra neighbours so that removed-but-not-yet-compacted keys and the viewer's own
 exclusions still leave k results.
+
+Vectors are held as int8 by default (usearch normalises each vector, then scales it to
+±127): a search reads a quarter of the bytes of float32, and at feed scale a search is
+reading cold memory, so a viewer's first request, which searches, costs ~2 ms less
+(docs/benchmarks.md, "A cheaper first request"). A similarity is then within ~0.02 of
+the float32 cosine; the ranker's interest signal is computed from the feature table's
+float32 embeddings, not from it.
 """
 
 from __future__ import annotations
@@ -30,13 +37,17 @@ class ANNError(GrebeError):
 class PostANNIndex:
     def __init__(
         self, dim: int, *, connectivity: int = 16, expansion_add: int = 128,
-        expansion_search: int = 64,
+        expansion_search: int = 64, dtype: str = "i8",
     ) -> None:
+        """`dtype` is how usearch holds the vectors: "i8" (the default, see above),
+        "f16" or "f32" (exact similarities, four times the memory read per search)."""
         if dim < 1:
             raise ANNError(f"dim must be >= 1, got {dim}")
+        if dtype not in VECTOR_TYPES:
+            raise ANNError(f"dtype must be one of {', '.join(VECTOR_TYPES)}, got {dtype!r}")
         self.dim = dim
         self._index = Index(
-            ndim=dim, metric="cos", dtype="f32", connectivity=connectivity,
+            ndim=dim, metric="cos", dtype=dtype, connectivity=connectivity,
             expansion_add=expansion_add, expansion_search=expansion_search,
         )
         self._keys: dict[str, int] = {}
@@ -150,5 +161,7 @@ class PostANNIndex:
         return found[:k]
 
 
+#: How the index may hold vectors (usearch scalar kinds).
+VECTOR_TYPES = ("i8", "f16", "f32")
 #: Neighbours asked beyond k (and the excluded): removed-but-not-compacted keys.
 SEARCH_SLACK = 8
