@@ -11,6 +11,7 @@ from grebe.flows.settings import PtosSettings
 from grebe.flows.threat_speech import (
     SHAPED_FLOOR,
     everyday_sense,
+    game_context,
     hyperbole,
     judge_threat,
     threat_shape,
@@ -151,3 +152,21 @@ def test_violence_done_to_someone_has_no_everyday_sense(text: str) -> None:
 def test_a_threat_shaped_post_is_violence_of_subtype_threat(text: str, subtype: str | None
                                                             ) -> None:
     assert subtype_of("violence", text, MediaFacts(), PtosSettings()) == subtype
+
+
+@pytest.mark.parametrize(("text", "game"), [
+    ("I will beat you at chess tomorrow", "at chess"),
+    ("we will destroy them in the final", "in the final"),
+    ("I'll end you at Mario Kart", "at Mario Kart"),
+    ("gonna murder you guys on Saturday in the derby", "on Saturday in the derby"),
+])
+def test_named_game_talk_is_not_a_threat(text: str, game: str) -> None:
+    assert game_context(text) == game
+    fired, why = judge_threat(text, 0.95, 0.49)  # the head reads the verbs as violence
+    assert not fired and "game talk" in why
+
+
+def test_game_words_do_not_hide_a_threat_without_a_game() -> None:
+    assert game_context("shoot him in the field") is None
+    assert game_context("blow up presidents (in Minecraft)") is None  # a joke covering one
+    assert judge_threat("I know where you live, see you at the game", 0.05, 0.49)[0]

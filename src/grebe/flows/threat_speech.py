@@ -15,8 +15,9 @@ threat is its shape, which a word list cannot see:
 - **execution**: a call for an execution ("hang them for treason", "firing squad").
 
 Each pattern needs at least two parts (a violent act and who it is done to, or a fate
-and whose), never one word. What it does not know: sarcasm, quotation, games ("I'll kill
-you at chess"); that is why the verdict still weighs the head's score.
+and whose), never one word. What it does not know: sarcasm, quotation, games that go unnamed
+("we'll destroy them tonight"; a named one, "I'll kill you at chess", is GAME); that is
+why the verdict still weighs the head's score.
 """
 
 from __future__ import annotations
@@ -141,6 +142,19 @@ EVERYDAY_SENSE = re.compile(
     r"|\bbeat(?:s|ing)?\s+(?:the\s+)?(?:heat|traffic|rush|record|odds|eggs|deadline|game|level)\b"
     r"|\bblow(?:s|ing|n)?\s+(?:up\s+(?:my|your|his|her)\s+phone|out\s+(?:the\s+)?candles)\b",
     re.IGNORECASE)
+#: Games and sport, where beating, crushing and killing the other side is how the talk
+#: goes ("I will beat you at chess", "we will destroy them in the final", "I'll end you at
+#: Mario Kart"): the context, not the verb, says nothing violent is meant. Not Minecraft:
+#: "(in Minecraft)" is the joke that covers a real threat (ThreatGram's train split).
+GAME = re.compile(
+    r"\b(?:at|in|on)\s+(?:the\s+|a\s+|our\s+|tonight'?s\s+|this\s+)?(?:final|finals|semis?"
+    r"|semi-?final|game|games|match|matches|rematch|derby|playoffs?|tournament"
+    r"|chess|poker|scrabble|monopoly|uno|cards|pool|darts|ping\s*pong|tennis|golf|bowling"
+    r"|mario\s*kart|smash|fifa|fortnite|cod|call\s+of\s+duty|halo|trivia|quiz"
+    r"|karaoke|beer\s+pong|fantasy(?:\s+football)?)\b"
+    r"|\b(?:next|this|on)\s+(?:week|weekend|sunday|saturday|monday|tuesday|wednesday|thursday"
+    r"|friday)\b[^.!?]{0,30}\b(?:game|match|final|derby)\b",
+    re.IGNORECASE)
 #: Calls for an execution, ThreatGram's commonest threat ("hang them all", "firing
 #: squad", "to the gallows"): the act itself names the violence, so no target is needed
 #: beside the words that only an execution means; "hang" itself needs someone to hang
@@ -176,6 +190,12 @@ def hyperbole(text: str) -> str | None:
     return None if found is None else found.group(0)
 
 
+def game_context(text: str) -> str | None:
+    """The game or sport the text's violent talk is about ("at chess"), or None."""
+    found = GAME.search(text.replace("\u2019", "'"))
+    return None if found is None else found.group(0)
+
+
 def everyday_sense(text: str) -> str | None:
     """The violent verb the text uses in an everyday sense ("shoot some hoops"), or None."""
     found = EVERYDAY_SENSE.search(text.replace("\u2019", "'"))
@@ -194,10 +214,15 @@ def judge_threat(text: str, score: float, threshold: float,
     """Whether a text is a threat given the head's score, and what to add to the head's
     reason ("" when the head's own rule says it all: kept short, every annotation
     stores it): threat-shaped with the head at `floor`, or the head at its threshold
-    unless the violence is the speaker's hyperbole or a verb's everyday sense."""
+    unless the violence is the speaker's hyperbole or a verb's everyday sense; game talk
+    ("at chess", "in the final") is never a threat, a menace that exposes the addressee
+    always is."""
     shape = threat_shape(text)
     if shape is not None and shape.startswith(STANDALONE):
         return True, f"threat-shaped ({shape})"
+    game = game_context(text)
+    if game is not None and (shape is not None or score >= threshold):
+        return False, f"game talk ({game!r})"
     if shape is not None and score >= floor:
         return True, f"threat-shaped ({shape}), head >= {floor:.2f}"
     if score < threshold:
