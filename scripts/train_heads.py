@@ -82,13 +82,12 @@ def labelled(rows: list[hc.Row], head: str, sources: tuple[str, ...], split: str
 
 def fit(
     x: np.ndarray, y: np.ndarray, xv: np.ndarray, yv: np.ndarray, n_classes: int, quick: bool,
-    weights: tuple[np.ndarray, np.ndarray] | None = None,
+    w: np.ndarray | None = None, wv: np.ndarray | None = None,
 ) -> tuple[Any, str]:
     """Best of a C grid of logistic regressions and one small MLP, judged on val
     (`quick`: one logistic regression at C=1, for the cross-corpus refits).
-    `weights` (train, val): per-row weights that replace balanced classes."""
-    w, wv = weights if weights is not None else (None, None)
-    class_weight = None if weights is not None else "balanced"
+    `w`, `wv`: per-row weights of train and val that replace balanced classes."""
+    class_weight = None if w is not None else "balanced"
 
     def score(model: Any) -> float:
         proba = model.predict_proba(xv)
@@ -140,12 +139,9 @@ def threshold_negatives(rows: list[hc.Row], head: str, spec: HeadSpec) -> np.nda
     return np.array([r.labels[head] == 0 and r.corpus in sources for r in rows])
 
 
-def row_weights(
-    train: list[hc.Row], val: list[hc.Row], head: str, spec: HeadSpec
-) -> tuple[np.ndarray, np.ndarray] | None:
-    if not spec.balance_sources:
-        return None
-    return hc.balanced_weights(train, head), hc.balanced_weights(val, head)
+def source_weights(rows: list[hc.Row], head: str, spec: HeadSpec) -> np.ndarray | None:
+    """Per-row weights where the head balances its sources, else None (balanced classes)."""
+    return hc.balanced_weights(rows, head) if spec.balance_sources else None
 
 
 def threshold_at(neg_scores: np.ndarray, fpr: float) -> float:
@@ -206,7 +202,7 @@ class Trainer:
             f"val {dict(sorted(Counter(yv.tolist()).items()))}"
         )
         model, kind = fit(x, y, xv, yv, len(spec.classes), quick,
-                          row_weights(train, val, head, spec))
+                          source_weights(train, head, spec), source_weights(val, head, spec))
         threshold = 0.0
         if len(spec.classes) == 2:
             val_scores = model.predict_proba(xv)[:, 1]
@@ -239,9 +235,8 @@ class Trainer:
         texts = [r.text for r in val]
         yv = np.array([r.labels[head] for r in val])
         emb = model.predict_proba(self.cache.matrix(texts))[:, 1]
-        wv = hc.balanced_weights(val, head) if spec.balance_sources else None
-        weight, combine = choose_fusion(emb, ngrams.probabilities(texts)[head], yv, wv)
         chars = ngrams.probabilities(texts)[head]
+        weight, combine = choose_fusion(emb, chars, yv, source_weights(val, head, spec))
         negatives = combine(emb, chars)[threshold_negatives(val, head, spec)]
         at_fpr = {str(f): round(threshold_at(negatives, f), 4) for f in OPERATING_FPRS}
         return (Fused(model, ngrams, head, weight) if weight > 0 else model, weight,

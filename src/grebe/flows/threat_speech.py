@@ -173,10 +173,20 @@ PATTERNS = {"exposure": EXPOSURE, "intent": INTENT, "menace": MENACE, "call": CA
 STANDALONE = ("exposure",)
 
 
+def _plain(text: str) -> str:
+    return text.replace("\u2019", "'")  # typographic apostrophes ("I’ll")
+
+
+def _words(pattern: re.Pattern[str], text: str) -> str | None:
+    """The words of `text` that `pattern` finds, or None."""
+    found = pattern.search(_plain(text))
+    return None if found is None else found.group(0)
+
+
 def threat_shape(text: str) -> str | None:
     """Which threat pattern the text has and its words ("intent: 'I will put a
     bullet'"), or None."""
-    text = text.replace("\u2019", "'")  # typographic apostrophes ("I’ll")
+    text = _plain(text)
     for name, pattern in PATTERNS.items():
         found = pattern.search(text)
         if found is not None:
@@ -186,20 +196,17 @@ def threat_shape(text: str) -> str | None:
 
 def hyperbole(text: str) -> str | None:
     """The violent idiom the text uses of the speaker's own day, or None."""
-    found = HYPERBOLE.search(text.replace("\u2019", "'"))
-    return None if found is None else found.group(0)
+    return _words(HYPERBOLE, text)
 
 
 def game_context(text: str) -> str | None:
     """The game or sport the text's violent talk is about ("at chess"), or None."""
-    found = GAME.search(text.replace("\u2019", "'"))
-    return None if found is None else found.group(0)
+    return _words(GAME, text)
 
 
 def everyday_sense(text: str) -> str | None:
     """The violent verb the text uses in an everyday sense ("shoot some hoops"), or None."""
-    found = EVERYDAY_SENSE.search(text.replace("\u2019", "'"))
-    return None if found is None else found.group(0)
+    return _words(EVERYDAY_SENSE, text)
 
 
 #: The threat head's floor for a threat-shaped text: the shape is one signal, the head
