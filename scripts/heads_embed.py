@@ -16,8 +16,9 @@ import hashlib
 import os
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,8 @@ DEFAULT_CORPORA = Path.home() / ".cache" / "grebe" / "corpora"
 
 class EmbeddingCache:
     def __init__(self, root: Path, model_name: str = MODEL_NAME,
-                 run_batch_size: int = TRAIN_PASS) -> None:
+                 run_batch_size: int = TRAIN_PASS,
+                 encoder: Callable[[], Any] | None = None) -> None:
         # Vectors made one text a pass (as the flows serve) differ slightly from those
         # made in passes of 16 (the encoder's per-pass scale), so each pass size keeps
         # its own directory and a reader says which it wants.
@@ -44,7 +46,10 @@ class EmbeddingCache:
         for path in sorted(self.dir.glob("chunk-*.npz")):
             with np.load(path, allow_pickle=False) as data:
                 self.vectors.update(zip(data["texts"].tolist(), data["vectors"], strict=True))
-        self._model: MiniLMModel | None = None
+        # another encoder (scripts/encoder_compare.py): anything with encode(texts)
+        self._encoder = encoder or (lambda: MiniLMModel(run_batch_size=self.run_batch_size,
+                                                        quantize=True))
+        self._model: Any = None
 
     def ensure(self, texts: Iterable[str], *, log: bool = True) -> None:
         """Embed every text not cached yet, saving a chunk at a time."""
@@ -52,7 +57,7 @@ class EmbeddingCache:
         if not missing:
             return
         if self._model is None:
-            self._model = MiniLMModel(run_batch_size=self.run_batch_size, quantize=True)
+            self._model = self._encoder()
         started = time.perf_counter()
         for start in range(0, len(missing), CHUNK):
             chunk = missing[start : start + CHUNK]
