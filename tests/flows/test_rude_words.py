@@ -41,12 +41,15 @@ def test_addressing_is_words_not_mentions() -> None:
 @pytest.mark.parametrize(("text", "group"), [
     ("black people are subhuman", "black people"), ("all immigrants are vermin", "immigrants"),
     ("Muslims should leave", "muslims"), ("gay folks everywhere", "gay folks"),
+    ("I will shoot the next gay man I see", "gay man"), ("that Muslim should leave", "that muslim"),
+    ("no immigrant deserves a job here", "no immigrant"), ("he is a black person", "black person"),
 ])
 def test_names_group(text: str, group: str) -> None:
     assert names_group(text) == group
 
 
-@pytest.mark.parametrize("text", ["I hate Mondays", "my black cat", "the gym was packed"])
+@pytest.mark.parametrize("text", ["I hate Mondays", "my black cat", "the gym was packed",
+                                  "a gay bar opened downtown", "a christian school", "the man"])
 def test_names_no_group(text: str) -> None:
     assert names_group(text) is None
 

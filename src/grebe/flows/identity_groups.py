@@ -7,8 +7,11 @@ person, so it reads short group hate ("black people are subhuman") as aimed at a
 individual and the hate verdict was dropped (docs/quality.md, "Identity hate"). Naming a
 group is not hate by itself ("women's football was great today" has a low hate score);
 it only answers *who* the hateful words are about, which is what the target rule asks.
-Slurs are left out: a slur names a group too, but reclaimed and homonym uses ("I'm a
-proud ...") are common, and the target head already reads slurs as aimed at a group.
+One member named by identity counts too ("a black person", "a Muslim", "an immigrant"):
+"I will shoot the next gay man I see" is about the group whatever the target head reads
+(docs/quality.md, "A member names the group"). Slurs are left out: a slur names a group
+too, but reclaimed and homonym uses ("I'm a proud ...") are common, and the target head
+already reads slurs as aimed at a group.
 """
 
 from __future__ import annotations
@@ -35,11 +38,21 @@ GROUP = re.compile(
     rf"|women|kids|children|immigrants|refugees|families|race|guys|girls)|islam|judaism"
     rf"|(?:{_NOUNS}))(?!\w)",
     re.IGNORECASE)
+#: one member: a group adjective before a person noun, or a determiner before a noun
+#: that names a person by identity (words mostly said as adjectives, "gay", "christian",
+#: "mexican", are left to the first form: "a gay bar", "a mexican restaurant" name no one)
+MEMBER = re.compile(
+    rf"(?<![\w@#])(?:(?:{_ADJECTIVES})\s+(?:person|man|woman|guy|lady"
+    r"|immigrant|refugee|family|neighbou?r)"
+    r"|(?:an?|the|that|this|every|any|some|one|no)\s+(?:muslim|moslem|jew|immigrant|migrant"
+    r"|refugee|foreigner|homosexual|transsexual|cripple|hindu|sikh|atheist|feminist))(?!\w)",
+    re.IGNORECASE)
 #: one group adjective on its own ("gay", "muslim"): a word a spelling may hide
 ADJECTIVE = re.compile(rf"(?:{_ADJECTIVES})", re.IGNORECASE)
 
 
 def names_group(text: str) -> str | None:
-    """The first identity group the text names, lower-cased, or None."""
-    found = GROUP.search(text)
+    """The first identity group the text names (or a member it names by identity),
+    lower-cased, or None."""
+    found = GROUP.search(text) or MEMBER.search(text)
     return None if found is None else found.group(0).lower()
