@@ -15,6 +15,7 @@ from grebe.flows import judge, registry
 from grebe.flows.services import FlowServices
 from grebe.types import TaskStatus
 
+from . import doubles
 from .conftest import fake_services, payload
 from .doubles import KeywordHeads, RememberingEmbedder
 
@@ -83,6 +84,19 @@ async def test_an_insult_word_said_to_someone_is_an_insult_whatever_the_target_h
     # an insult word about others, said to no one, still needs the target head
     about = await run(heads_services(), "those people are stupid idiots")
     assert "insult" not in about["post_safety"].labels
+
+
+async def test_an_insult_word_said_of_oneself_insults_no_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the double's target head reads "i'm" as aimed at a person, as the real one often does
+    monkeypatch.setattr(doubles, "INDIVIDUAL_WORDS", (*doubles.INDIVIDUAL_WORDS, "i'm", "he"))
+    own = await run(heads_services(), "@x I'm such a stupid idiot sometimes")
+    assert "insult" not in own["post_safety"].labels
+    assert own["post_safety"].labels == ["offensive"]
+    assert "not aimed at a person" in own["safety_ptos"].reasons["ptos.harassment"]
+    assert actions(own["safety_ptos"]) == []
+    other = await run(heads_services(), "@x he is such a stupid idiot sometimes")
+    assert "insult" in other["post_safety"].labels
 
 
 @pytest.mark.parametrize("text", ["I hate Mondays", "I. Hate. Burpees.",

@@ -7,7 +7,7 @@ import pytest
 
 from grebe.flows.identity_groups import names_group
 from grebe.flows.judge import own_words
-from grebe.flows.rude_words import addresses_someone, insulting_word, rude_word
+from grebe.flows.rude_words import addresses_someone, insulting_word, rude_word, said_of_self
 
 
 @pytest.mark.parametrize(("text", "word"), [
@@ -30,6 +30,16 @@ def test_no_rude_word(text: str) -> None:
 def test_insulting_word_is_not_mere_profanity() -> None:
     assert insulting_word("fuck yes, I passed my driving test") is None
     assert insulting_word("he is such a moron") == "moron"
+
+
+@pytest.mark.parametrize(("text", "own"), [
+    ("I'm such a retard sometimes.", True), ("I feel utterly stupid lol", True),
+    ("call me a loser but I love it", True), ("I’m such an idiot", True),
+    ("The show is the most retarded ever", False), ("I'm not stupid, he is a moron", False),
+    ("I am an idiot and you are a moron", False), ("no insult here, I'm fine", False),
+])
+def test_insult_words_said_of_oneself(text: str, own: bool) -> None:
+    assert said_of_self(text) is own
 
 
 def test_addressing_is_words_not_mentions() -> None:

@@ -319,4 +319,6 @@ def _insult(ctx: TaskContext, text: str, offensive: Verdict, target: dict[str, f
                else "; speaks to someone" if spoken_to else "; no insult word, speaks to no one")
     fired = harsh and aimed >= limit and (insulting is not None or spoken_to)
     reason = f"{harsh_reason}; target {aimed_rule}{pointed}"
+    if fired and rude_words.said_of_self(text):  # "I'm such an idiot": insults no one
+        fired, reason = False, f"{reason}; said of oneself"
     return Verdict(min(offensive.score, aimed) if harsh else 0.0, limit, fired, reason)

@@ -55,6 +55,23 @@ def insulting_word(text: str) -> str | None:
     return None if found is None else found.group(0).lower()
 
 
+#: the speaker's own predicate right before a word: "I'm such a", "I feel utterly", "makes
+#: me look like a" (up to four words between, none ending a clause)
+_SELF = re.compile(
+    r"(?<!\w)(?:i\s*['’]?\s*m|i\s+am|i\s+was|i\s+feel|i\s+felt|i\s+look|i\s+sound"
+    r"|makes?\s+me|made\s+me|call\s+me)(?:\s+[^\s.!?;,]+){0,4}?\s+$", re.IGNORECASE)
+
+
+def said_of_self(text: str) -> bool:
+    """Whether every insult word or slur in the text is said by the speaker of themselves
+    ("I'm such a retard sometimes", "I feel utterly stupid"): self-deprecation insults no
+    one. Text that speaks to someone is never read this way."""
+    if addresses_someone(text):
+        return False
+    found = list(INSULTING.finditer(text))
+    return bool(found) and all(_SELF.search(text[:m.start()]) for m in found)
+
+
 def addresses_someone(text: str) -> bool:
     """Whether the text speaks to someone in the second person (an @mention alone does
     not count: it is markup, not words)."""
