@@ -73,6 +73,20 @@ def test_coordination_window_and_short_texts() -> None:
     assert index.observe("s1", "x", "lol ok").accounts == 1
 
 
+def test_short_replies_said_by_many_by_chance_are_not_a_campaign() -> None:
+    index = CoordinationIndex(max_entries=100, window_s=3600, max_distance=3)
+    for n, text in enumerate(["@a Yes she is!", "@b @c yes she is!!!!!", "@d Yes...she is",
+                              "Yes she is", "@e yes she is", "@f YES SHE IS"]):
+        assert index.observe(f"y{n}", f"acct{n}", text).accounts == 1
+    assert fingerprint("Happy Birthday Captain!") is None
+    # a short text that carries a link is a campaign's payload, and still counts
+    for n in range(5):
+        found = index.observe(f"l{n}", f"acct{n}", f"win big here https://x{n}.example/{n}")
+    assert found.accounts == 5
+    # and so does a long copy without a link
+    assert fingerprint("please everyone share this message with all of your friends today")
+
+
 async def test_spam_reply_filter() -> None:
     services = fake_services({**NO_DEDUPE, "spam_comment": {
         "reply_filter": {"bot_account_ids": ["the-bot"]}}})
