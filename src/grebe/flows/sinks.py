@@ -68,11 +68,11 @@ class FlagRecords:
         if lock is None:
             lock = self._locks[f"{producer}:{key}"] = asyncio.Lock()
         async with lock:
-            current = await self.flags(producer, key)
+            previous = await self._row(producer, key)  # one read: flags and reasons
+            current = set(previous.labels) if previous is not None else set()
             merged = current | flags
             if merged != current:
                 reasons = {f: plan for f in flags - current}
-                previous = await self._row(producer, key)
                 if previous is not None:
                     reasons = {**previous.reasons, **reasons}
                 await self._store.upsert([Annotation(
