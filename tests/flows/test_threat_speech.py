@@ -203,6 +203,7 @@ def _texts_with_violent_words() -> list[str]:
                   if line.strip()]
     for shaped in SCREENED_SHAPES:
         texts += [shaped, shaped.upper(), shaped.title(), f"ſo {shaped}",
+                  shaped.replace("s", "ſ").replace("i", "\u0131").replace("k", "\u212a"),
                   f"{'an ordinary day. ' * 30}{shaped}"]
     return texts
 
@@ -228,4 +229,22 @@ def test_the_substring_screen_never_hides_a_shape() -> None:
     differ = [t for t in texts if threat_shape(t) != unscreened(t)]
     assert differ == []
     assert sum(unscreened(t) is not None for t in texts) > 50  # the screen was exercised
-    assert re.search("ſ", "".join(texts))  # and non-ASCII texts bypass it
+    assert re.search("ſ", "".join(texts))  # a letter IGNORECASE reads as "s"
+
+
+def test_the_screen_knows_every_letter_ignorecase_reads_as_ascii() -> None:
+    """Every code point outside ASCII that IGNORECASE matches to an ASCII letter is in
+    ASCII_FOLD, mapped to that letter (the screen reads text through it)."""
+    import re
+    import string
+    import sys
+
+    from grebe.flows.threat_speech import ASCII_FOLD
+
+    letter = re.compile("[a-z]", re.IGNORECASE)
+    found = {}
+    for code in range(128, sys.maxunicode + 1):
+        if letter.fullmatch(chr(code)):
+            found[code] = "".join(c for c in string.ascii_lowercase
+                                  if re.fullmatch(c, chr(code), re.IGNORECASE))
+    assert found == ASCII_FOLD
