@@ -26,7 +26,7 @@ KEY_VERDICTS = "verdicts"
 
 
 #: The key part of each plan's threshold overrides, by the overrides' identity, with a
-#: copy to tell a changed dict (a dict comparison costs a tenth of the repr; this is
+#: copy to tell a changed dict (comparing dicts costs ~1/50 of the repr; this is
 #: asked ~7 times a post).
 _KEYS: dict[int, tuple[dict[str, float], dict[str, float], str]] = {}
 
@@ -39,6 +39,8 @@ def _thresholds_key(ctx: TaskContext) -> str:
         return ""
     known = _KEYS.get(id(overrides))
     if known is None or known[0] is not overrides or known[1] != overrides:
+        if len(_KEYS) >= 256:  # settings rebuilt many times over (tests): start again
+            _KEYS.clear()
         known = _KEYS[id(overrides)] = (overrides, dict(overrides),
                                         repr(sorted(overrides.items())))
     return known[2]
