@@ -16,6 +16,8 @@ its PlanMaster with K payloads at once on uvloop (as `engine_process` does), and
 - the event loop thread's garbage-collector passes and their CPU per post (the engine's
   runtime tuning, `engine_process.tune_engine`, is applied after the warm-up as an
   engine applies it once started; `--untuned` leaves CPython's defaults);
+- the CPU ms per post of each thread by name (/proc/self/task: the loop is
+  `MainThread`, the encoder `grebe-minilm_0`, the store's writer `grebe-store_0`);
 - a digest of every post's merged result (labels, reasons, scores to 3 decimals): a cut
   that changes no result shows the same digest before and after. (Vectors and the last
   decimals of scores move with the composition of the encoder's batches, which differs
@@ -34,6 +36,7 @@ import cProfile
 import gc
 import hashlib
 import json
+import os
 import pstats
 import re
 import shutil
@@ -78,6 +81,22 @@ def result_digest(results: list[Any]) -> str:
         digest.update(repr((result.post_id, sorted(result.labels), scores, reasons,
                             sorted(result.plans.items()))).encode())
     return digest.hexdigest()[:16]
+
+
+def thread_cpu_s() -> dict[str, float]:
+    """CPU seconds (user + system) of each of this process's threads by Python thread
+    name (from /proc): the encoder, the store's writer, the log's writer, the loop."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    names = {thread.native_id: thread.name for thread in threading.enumerate()}
+    out: dict[str, float] = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended while it was read
+            continue
+        name = names.get(int(task.name), "other")
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+    return out
 
 
 class GcWatch:
@@ -158,6 +177,7 @@ async def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
         if args.tasks:  # a Python task factory costs ~7% of the loop thread: not by default
             loop.set_task_factory(counting)
         profiler = cProfile.Profile() if args.profile else None
+        threads0 = thread_cpu_s()
         cpu0, thread0, wall0 = time.process_time(), time.thread_time(), time.perf_counter()
         if profiler is not None:
             profiler.enable()
@@ -167,6 +187,8 @@ async def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
         cpu = time.process_time() - cpu0
         thread = time.thread_time() - thread0
         wall = time.perf_counter() - wall0
+        threads = {name: spent - threads0.get(name, 0.0)
+                   for name, spent in thread_cpu_s().items()}
         loop.set_task_factory(default_factory)
         gc.callbacks.remove(collector)
     finally:
@@ -175,7 +197,10 @@ async def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
         profiler.dump_stats(args.profile)
     return {"cpu_ms": 1000 * cpu / args.posts, "loop_ms": 1000 * thread / args.posts,
             "tasks": (created[0] - args.posts) / args.posts if args.tasks else None,
-            "posts_per_s": args.posts / wall, "digest": result_digest(results),
+            "posts_per_s": args.posts / wall,
+            "threads_ms": {name: 1000 * spent / args.posts for name, spent in sorted(
+                threads.items(), key=lambda kv: -kv[1]) if spent > 0},
+            "digest": result_digest(results),
             "gc_passes": collector.passes, "gc_ms": 1000 * collector.cpu_s / args.posts,
             "tasks_by_coroutine": {k: v / args.posts for k, v in sorted(
                 by_name.items(), key=lambda kv: -kv[1])}}
@@ -202,6 +227,8 @@ def main() -> None:
           f"{figures['posts_per_s']:.0f} posts/s, results {figures['digest']}")
     print(f"  collector on the loop thread: {figures['gc_passes']} passes, "
           f"{figures['gc_ms']:.3f} ms per post")
+    print("  CPU ms per post by thread (/proc, 10 ms ticks): " + ", ".join(
+        f"{name} {ms:.2f}" for name, ms in figures["threads_ms"].items()))
     if args.tasks:  # less the bench's own task a post
         print(f"  {figures['tasks']:6.2f} asyncio tasks per post, of which")
         for name, count in figures["tasks_by_coroutine"].items():

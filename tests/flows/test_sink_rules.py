@@ -103,3 +103,25 @@ def test_rules_publish_decision() -> None:
     assert not SinkRules(publish=False).publishes(is_reply=False)
     assert SinkRules(publish_replies=False).publishes(is_reply=False)
     assert not SinkRules(publish_replies=False).publishes(is_reply=True)
+
+
+def test_a_posts_fingerprint_is_computed_once_and_bounded(monkeypatch) -> None:
+    """sinks.fingerprint_of: one post_fingerprint per post however many plans write an
+    annotation of it; other posts get their own; the memo stays bounded."""
+    from grebe.flows import sinks
+    from grebe.types import Post, post_fingerprint
+
+    computed: list[str] = []
+
+    def counting(post: Post) -> str:
+        computed.append(post.id)
+        return post_fingerprint(post)
+
+    monkeypatch.setattr(sinks, "post_fingerprint", counting)
+    first, other = Post(id="f1", text="one"), Post(id="f1", text="another text")
+    assert [sinks.fingerprint_of(first) for _ in range(6)] == [post_fingerprint(first)] * 6
+    assert sinks.fingerprint_of(other) == post_fingerprint(other) != post_fingerprint(first)
+    assert computed == ["f1", "f1"]
+    for i in range(sinks.RECENT_FINGERPRINTS + 10):
+        sinks.fingerprint_of(Post(id=f"p{i}", text="x"))
+    assert len(sinks._fingerprints) <= sinks.RECENT_FINGERPRINTS

@@ -170,3 +170,81 @@ def test_game_words_do_not_hide_a_threat_without_a_game() -> None:
     assert game_context("shoot him in the field") is None
     assert game_context("blow up presidents (in Minecraft)") is None  # a joke covering one
     assert judge_threat("I know where you live, see you at the game", 0.05, 0.49)[0]
+
+
+#: One text per way CALL or MENACE can match, each holding as few of NEEDS' words as it
+#: can: dropping a needed word from NEEDS hides one of them.
+SCREENED_SHAPES = [
+    *(f"they should all be {done}" for done in (
+        "killed", "shot", "hanged", "hung", "executed", "lynched", "murdered", "burned",
+        "burnt alive", "gassed", "exterminated", "wiped out", "eradicated", "slaughtered",
+        "beheaded", "put down", "beaten", "stabbed", "tortured", "strung up")),
+    *(f"just {act} them" for act in (
+        "kill", "hang", "shoot", "gas", "exterminate", "lynch", "execute", "behead",
+        "slaughter", "murder", "burn", "stab")),
+    "put a bullet in", "snap his neck", "slit her throat", "death to tyrants",
+    "they should all die", "I hope someone hurts him", "I hope you get raped",
+    "you're dead", "you're going to bleed", "you'll pay for this", "you will regret it",
+    "you'll be sorry", "you're next", "watch your back",
+]
+
+
+def _texts_with_violent_words() -> list[str]:
+    """Every text of the flows' test data and the bench tweets, and SCREENED_SHAPES in
+    three cases, with a non-ASCII letter, and with the shape behind 500 characters."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    texts = [json.loads(line)["text"] for line in
+             (root / "bench" / "data" / "tweets.jsonl").read_text().splitlines()]
+    for path in sorted((root / "tests" / "flows" / "data").glob("*.jsonl")):
+        texts += [json.loads(line).get("text", "") for line in path.read_text().splitlines()
+                  if line.strip()]
+    for shaped in SCREENED_SHAPES:
+        texts += [shaped, shaped.upper(), shaped.title(), f"ſo {shaped}",
+                  shaped.replace("s", "ſ").replace("i", "\u0131").replace("k", "\u212a"),
+                  f"{'an ordinary day. ' * 30}{shaped}"]
+    return texts
+
+
+def test_the_substring_screen_never_hides_a_shape() -> None:
+    """threat_shape with its substring screen (NEEDS) finds what the patterns alone find,
+    on real posts and on texts made of the screened words."""
+    import re
+
+    from grebe.flows.threat_speech import PATTERNS, _plain
+
+    def unscreened(text: str) -> str | None:
+        text = _plain(text)
+        for name, pattern in PATTERNS.items():
+            found = pattern.search(text)
+            if found is not None:
+                return f"{name}: {found.group(0).strip()!r}"
+        return None
+
+    assert all(unscreened(text) is not None for text in SCREENED_SHAPES)
+    texts = _texts_with_violent_words()
+    assert len(texts) > 4000
+    differ = [t for t in texts if threat_shape(t) != unscreened(t)]
+    assert differ == []
+    assert sum(unscreened(t) is not None for t in texts) > 50  # the screen was exercised
+    assert re.search("ſ", "".join(texts))  # a letter IGNORECASE reads as "s"
+
+
+def test_the_screen_knows_every_letter_ignorecase_reads_as_ascii() -> None:
+    """Every code point outside ASCII that IGNORECASE matches to an ASCII letter is in
+    ASCII_FOLD, mapped to that letter (the screen reads text through it)."""
+    import re
+    import string
+    import sys
+
+    from grebe.flows.threat_speech import ASCII_FOLD
+
+    letter = re.compile("[a-z]", re.IGNORECASE)
+    found = {}
+    for code in range(128, sys.maxunicode + 1):
+        if letter.fullmatch(chr(code)):
+            found[code] = "".join(c for c in string.ascii_lowercase
+                                  if re.fullmatch(c, chr(code), re.IGNORECASE))
+    assert found == ASCII_FOLD

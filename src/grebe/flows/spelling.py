@@ -104,8 +104,11 @@ def _restore_leet(word: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=8192)
 def _restore_word(word: str) -> str | None:
-    """A dropped/added/swapped letter or two words run together, for a non-word."""
+    """A dropped/added/swapped letter or two words run together, for a non-word.
+    Cached: the same non-words (names, slang) recur across posts, and each costs a
+    split search and a speller lookup."""
     low = word.lower()
     if is_english(low):
         return None
