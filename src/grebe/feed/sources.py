@@ -151,7 +151,7 @@ class SimilarPostsSource:
             return candidate_frame([], in_network=False, sources=self.name)
         centres = interest_centres(query.interest_vectors, s.interest_group_similarity,
                                    s.interest_queries)
-        mean = np.asarray([query.interest_vector], dtype=np.float32)
+        mean = np.asarray(query.interest_vector, dtype=np.float32)[None, :]
         queries = np.concatenate([mean, centres]) if len(centres) > 1 else mean
         engaged = set(query.engaged)
         authors = set(query.following)
