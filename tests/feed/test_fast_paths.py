@@ -241,3 +241,32 @@ def test_a_page_explained_at_once_equals_each_post_explained_plainly() -> None:
         "score": round(c.score, 6),
     } for c in served]
     assert explain_page(served, filters) == expected
+
+
+async def test_interest_vectors_as_arrays_or_lists_give_the_same_answers() -> None:
+    """The interest hydrator hands the vectors on as float32 arrays; a caller may give
+    lists: the interest signal, the searches and the posts found are the same."""
+    store, index, vectors, _ = random_world(5, posts=3000, authors=300)
+    settings = FeedSettings.model_validate({"out_of_network_max": 40,
+                                            "min_similarity": 0.5})
+    engaged = vectors[[3, 700, 1400]].astype(np.float32)
+    mean = engaged.mean(axis=0)
+    unit = mean / np.linalg.norm(mean)
+    as_lists = HomeQuery(user_id="me", following=["u1"], interest_vector=unit.tolist(),
+                         interest_vectors=engaged.tolist())
+    as_arrays = HomeQuery(user_id="me", following=["u1"], interest_vector=unit,
+                          interest_vectors=engaged)
+    pages = []
+    for query in (as_lists, as_arrays):
+        source = SimilarPostsSource(index, store, settings)  # nothing kept between them
+        pages.append([(c.post_id, c.similarity) for c in await source.fetch(query)])
+    assert pages[0] == pages[1] and len(pages[0]) == 40
+    assert index.calls[0] == index.calls[1]
+    scorer = WeightedScorer(settings)
+    rng = np.random.default_rng(1)
+    candidates = _candidates(rng, 30, engaged.shape[1])
+    assert np.array_equal(scorer.interest(as_lists, candidates),
+                          scorer.interest(as_arrays, candidates))
+    only_mean = HomeQuery(user_id="me", interest_vector=unit)  # no vectors: the mean
+    assert np.array_equal(scorer.interest(only_mean, candidates), scorer.interest(
+        HomeQuery(user_id="me", interest_vectors=[unit.tolist()]), candidates))

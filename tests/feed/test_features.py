@@ -267,3 +267,38 @@ async def test_columns_stay_right_when_reads_meanwhile_reuse_slots(tmp_path: Pat
                     assert np.array_equal(vector, stored), post_id
     finally:
         await store.stop()
+
+
+async def test_ids_are_found_by_value_through_slot_reuse_and_hash_collisions(
+        tmp_path: Path) -> None:
+    """The slots are looked up by the ids' hashes (SlotIndex): ids equal to the ones
+    read but other string objects (as a gRPC thunder answer's are) find their posts,
+    a slot given to another post after a drop or an invalidation answers for that post
+    only, and two ids of one hash are told apart by value."""
+    store = CountingStore(tmp_path / "a.db")
+    await store.start()
+    cache = FeatureCache(store, None, size=3, ttl_s=60, concurrency=4)
+    try:
+        await store.upsert([Annotation(post_id=f"p{i}", producer="s", version="1",
+                                       labels=[f"l{i}"]) for i in range(6)])
+
+        def fresh(post_id: str) -> str:  # an equal string, not the same object
+            return "".join(list(post_id))
+
+        assert [f["labels"] for f in await cache.get_many(["p0", "p1", "p2"])] == \
+            [["l0"], ["l1"], ["l2"]]
+        reads = store.reads
+        got = await cache.columns([fresh(p) for p in ("p2", "p0", "p1")])
+        assert got["labels"].tolist() == [["l2"], ["l0"], ["l1"]] and store.reads == reads
+        cache.invalidate([fresh("p1")])  # its slot is free, then p3's
+        await cache.get_many(["p3", "p4"])  # p4 drops p0, the oldest read
+        got = await cache.columns([fresh(p) for p in ("p0", "p1", "p2", "p3", "p4")])
+        assert got["labels"].tolist() == [[f"l{i}"] for i in range(5)]
+        # Two held ids with one hash (forced here): each its own features.
+        index = cache._index
+        index.shared.add(hash("p3"))
+        index.slots[index._probe(index._keys(["p3"]))] = cache._slots["p4"]
+        got = await cache.columns(["p3", "p4"])
+        assert got["labels"].tolist() == [["l3"], ["l4"]]
+    finally:
+        await store.stop()

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from grebe.feed.candidates import HomeQuery
+from grebe.feed.neighbourhood import Adopted
 from grebe.feed.replication import ReplicatedViewers
 from grebe.feed.settings import FeedSettings
 from grebe.feed.sources import SimilarPostsSource
@@ -98,11 +99,17 @@ async def test_a_neighbourhood_found_by_one_worker_spares_the_other_its_search(
                 break
             await asyncio.sleep(0.005)
         assert replicas[1].neighbourhoods == 1 and replicas[0].neighbourhoods == 0
+        # Kept as it came until the other worker serves the viewer (then built once).
+        adopted = next(iter(sources[1].neighbourhoods._cache.values()))  # type: ignore[union-attr]
+        assert isinstance(adopted, Adopted) and adopted.hood is None
         # The other worker answers the viewer from it, the same posts, with no search.
         assert page(await sources[1].fetch(query())) == first
         assert len(index.calls) == 1
-        kept = [next(iter(s.neighbourhoods._cache.values()))  # type: ignore[union-attr]
-                for s in sources]
+        assert adopted.hood is not None
+        kept = [next(iter(sources[0].neighbourhoods._cache.values())),  # type: ignore[union-attr]
+                adopted.hood]
+        assert page(await sources[1].fetch(query())) == first  # the same built one
+        assert adopted.hood is kept[1] and len(index.calls) == 1
         assert kept[1].ids == kept[0].ids and kept[1].filled == kept[0].filled == 40
         assert kept[1].more == kept[0].more
         assert np.array_equal(kept[1].similarity, kept[0].similarity)

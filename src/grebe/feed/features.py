@@ -12,6 +12,13 @@ per column (`columns`), and the ranker gets the embeddings as one matrix, where 
 per post meant a Python comprehension per attribute and joining 1,500 arrays again
 on every request (docs/benchmarks.md, "A feature table").
 
+Ids are looked up by their string hashes in a numpy table (grebe.thunder.serving's
+`SlotIndex`, as thunder finds authors), not one `dict.get` each: a request's ids are
+often not the very string objects the table was filled with (a gRPC thunder answer's
+are new strings every time; a retweet's source id), and then each `dict.get` also
+reads the stored key string to compare, a third cold read per id (1,500 ids 0.46-0.62
+ms against 0.25-0.29, one-off; docs/benchmarks.md, "Fewer objects per request").
+
 Freshness: writes that go through the feed's `IndexingStore` drop the post's entry at
 once (the next read sees them); writes around it are seen after `ttl_s`. At most
 `size` posts are kept, the oldest read dropped first.
@@ -22,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -31,6 +37,7 @@ from grebe.feed.components import Patch
 from grebe.feed.indexing import embedding_of
 from grebe.feed.labels import LabelSets
 from grebe.stores.base import AnnotationStore
+from grebe.thunder.serving import SlotIndex
 from grebe.types import Annotation
 
 #: The candidate attributes a post's features fill (the keys of `features_of`).
@@ -87,6 +94,7 @@ class FeatureCache:
         self.clock = clock
         self._limit = asyncio.Semaphore(concurrency)
         self._slots: dict[str, int] = {}  # post id -> slot, oldest read first
+        self._index = SlotIndex(self._slots)  # the same, looked up by hash in numpy
         self._free: list[int] = []  # slots given up (invalidated, dropped)
         self._capacity = 0
         self._read_at = np.empty(0)
@@ -109,16 +117,17 @@ class FeatureCache:
         for post_id in post_ids:
             slot = self._slots.pop(post_id, None)
             if slot is not None:
-                self._release(slot)
+                self._release(post_id, slot)
 
-    def _release(self, slot: int) -> None:
+    def _release(self, post_id: str, slot: int) -> None:
+        self._index.remove(post_id, slot)
         self._labels[slot] = self._scores[slot] = None
         self._other.pop(slot, None)
         self._free.append(slot)
 
     def _drop_oldest(self) -> None:
         oldest = next(iter(self._slots))
-        self._release(self._slots.pop(oldest))
+        self._release(oldest, self._slots.pop(oldest))
 
     def _expire(self) -> None:
         slots, read_at, cutoff = self._slots, self._read_at, self.clock() - self.ttl_s
@@ -156,6 +165,7 @@ class FeatureCache:
             if not self._free:
                 self._grow(len(vector) if vector is not None else None)
             slot = self._free.pop()
+            self._index.add(post_id, slot)
         self._slots[post_id] = slot  # to the newest end
         self._read_at[slot] = self.clock()
         self._labels[slot] = features["labels"]
@@ -193,8 +203,7 @@ class FeatureCache:
         read: dict[str, Patch] = {}
         first = True
         while True:
-            slots = np.fromiter(map(self._slots.get, post_ids, repeat(-1)), dtype=np.intp,
-                                count=n)
+            slots = self._index.lookup(post_ids)
             missing = [pid for pid in dict.fromkeys(
                 post_ids[i] for i in np.flatnonzero(slots < 0).tolist()) if pid not in read]
             if first:

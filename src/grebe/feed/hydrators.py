@@ -99,8 +99,7 @@ class InterestHydrator:
         norm = float(np.linalg.norm(mean))
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         unit = matrix / np.where(norms > 0, norms, 1.0)
-        return {"interest_vector": (mean / norm).tolist() if norm else None,
-                "interest_vectors": unit.tolist()}
+        return {"interest_vector": mean / norm if norm else None, "interest_vectors": unit}
 
 
 class AuthoredPosts:

@@ -85,22 +85,43 @@ class Neighbourhood:
         return np.flatnonzero(~drop)[:k]
 
 
+class Adopted:
+    """A neighbourhood another feed-serve worker's search found (grebe.feed.replication),
+    kept as it came (post ids, similarities, `more`, `filled`) until this worker first
+    serves the viewer, when `hood` is built from it. A viewer's keep-alive connection
+    stays on one worker, so most neighbourhoods a peer sends are never served here,
+    and building each on arrival (a lookup per post, its columns) cost every worker
+    ~2% of its CPU under bench/feed_http.py (docs/benchmarks.md, "Fewer objects per
+    request")."""
+
+    __slots__ = ("filled", "hood", "more", "post_ids", "similarity")
+
+    def __init__(self, post_ids: Sequence[str], similarity: Sequence[float], more: bool,
+                 filled: int) -> None:
+        self.post_ids = post_ids
+        self.similarity = similarity
+        self.more = more
+        self.filled = filled
+        self.hood: Neighbourhood | None = None
+
+
 #: A neighbourhood's viewer and interest queries (their float32 bytes).
 NeighbourhoodKey = tuple[str, bytes]
 
 
 class NeighbourhoodCache:
     """Neighbourhoods by (viewer, interest queries), each kept `ttl_s`, at most `size`
-    (least recently used dropped first); `ttl_s` 0 keeps nothing."""
+    (least recently used dropped first); `ttl_s` 0 keeps nothing. A neighbourhood
+    another worker found is kept `Adopted` until it is first served."""
 
     def __init__(self, ttl_s: float, size: int, clock: Callable[[], float]) -> None:
         self.ttl_s = ttl_s
-        self._cache: TTLCache[NeighbourhoodKey, Neighbourhood] | None = \
+        self._cache: TTLCache[NeighbourhoodKey, Neighbourhood | Adopted] | None = \
             TTLCache(maxsize=size, ttl=ttl_s, timer=clock) if ttl_s > 0 else None
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: NeighbourhoodKey) -> Neighbourhood | None:
+    def get(self, key: NeighbourhoodKey) -> Neighbourhood | Adopted | None:
         found = self._cache.get(key) if self._cache is not None else None
         if found is None:
             self.misses += 1
@@ -108,7 +129,7 @@ class NeighbourhoodCache:
             self.hits += 1
         return found
 
-    def put(self, key: NeighbourhoodKey, hood: Neighbourhood) -> None:
+    def put(self, key: NeighbourhoodKey, hood: Neighbourhood | Adopted) -> None:
         if self._cache is not None:
             self._cache[key] = hood
 

@@ -95,9 +95,10 @@ class WeightedScorer:
     def interest(self, query: HomeQuery, candidates: Sequence[FeedCandidate]) -> np.ndarray:
         """One matrix product: the candidates' embeddings against every interest vector."""
         known = _similarities(candidates)
-        vectors = query.interest_vectors or (
-            [query.interest_vector] if query.interest_vector is not None else [])
-        if not vectors or not candidates:
+        vectors = query.interest_vectors  # an array or a list (grebe.feed.candidates)
+        if not len(vectors) and query.interest_vector is not None:
+            vectors = [query.interest_vector]
+        if not len(vectors) or not candidates:
             return np.clip(known, 0.0, 1.0)
         interests = np.asarray(vectors, dtype=np.float32)
         dim = interests.shape[1]
