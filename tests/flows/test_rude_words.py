@@ -4,6 +4,8 @@ identity group (grebe.flows.identity_groups) and quoted speech (grebe.flows.judg
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from grebe.flows.identity_groups import names_group
 from grebe.flows.judge import own_words
@@ -40,6 +42,18 @@ def test_insulting_word_is_not_mere_profanity() -> None:
 ])
 def test_insult_words_said_of_oneself(text: str, own: bool) -> None:
     assert said_of_self(text) is own
+
+
+def test_a_crafted_text_of_many_self_insults_is_read_only_so_far() -> None:
+    assert said_of_self("I am an idiot. " * 16)
+    assert not said_of_self("I am an idiot. " * 10_000)  # past MAX_SELF_WORDS: not read
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300))
+def test_said_of_self_needs_an_insult_word_and_no_you(text: str) -> None:
+    if said_of_self(text):
+        assert insulting_word(text) is not None and not addresses_someone(text)
 
 
 def test_addressing_is_words_not_mentions() -> None:

@@ -62,14 +62,26 @@ _SELF = re.compile(
     r"|makes?\s+me|made\s+me|call\s+me)(?:\s+[^\s.!?;,]+){0,4}?\s+$", re.IGNORECASE)
 
 
+#: how far before an insult word its "I'm ..." may start, and how many insult words a
+#: text may hold and still be read as self-deprecation: each word is one bounded search,
+#: so a crafted text of thousands ("I am an idiot " * 10,000) costs no more than 16
+SELF_WINDOW = 120
+MAX_SELF_WORDS = 16
+
+
 def said_of_self(text: str) -> bool:
     """Whether every insult word or slur in the text is said by the speaker of themselves
     ("I'm such a retard sometimes", "I feel utterly stupid"): self-deprecation insults no
     one. Text that speaks to someone is never read this way."""
     if addresses_someone(text):
         return False
-    found = list(INSULTING.finditer(text))
-    return bool(found) and all(_SELF.search(text[:m.start()]) for m in found)
+    found = []
+    for match in INSULTING.finditer(text):
+        if len(found) == MAX_SELF_WORDS:
+            return False
+        found.append(match.start())
+    return bool(found) and all(_SELF.search(text[max(0, at - SELF_WINDOW):at])
+                               for at in found)
 
 
 def addresses_someone(text: str) -> bool:
