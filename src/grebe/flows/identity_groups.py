@@ -42,9 +42,9 @@ GROUP = re.compile(
 #: that names a person by identity (words mostly said as adjectives, "gay", "christian",
 #: "mexican", are left to the first form: "a gay bar", "a mexican restaurant" name no one)
 MEMBER = re.compile(
-    rf"(?<![\w@#])(?:(?:{_ADJECTIVES})\s+(?:person|man|woman|guy|lady"
+    rf"(?<![\w@#])(?:(?:{_ADJECTIVES})\s{{1,3}}(?:person|man|woman|guy|lady"
     r"|immigrant|refugee|family|neighbou?r)"
-    r"|(?:an?|the|that|this|every|any|some|one|no)\s+(?:muslim|moslem|jew|immigrant|migrant"
+    r"|(?:an?|the|that|this|every|any|some|one|no)\s{1,3}(?:muslim|moslem|jew|immigrant|migrant"
     r"|refugee|foreigner|homosexual|transsexual|cripple|hindu|sikh|atheist|feminist))(?!\w)",
     re.IGNORECASE)
 #: one group adjective on its own ("gay", "muslim"): a word a spelling may hide
