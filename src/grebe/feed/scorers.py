@@ -85,7 +85,7 @@ class WeightedScorer:
     matches posts of either. Computed for all candidates at once as arrays (one matrix
     product for interest), returned as columns, as 1,500 candidates must rank in
     milliseconds; the raw signals (`signals`) and contributions (`score_parts`) are
-    derived for served posts only (`explain_signals`, `contributions`)."""
+    derived for served posts only (`served_signals`; grebe.feed.home.explain_ranked)."""
 
     name = "weighted"
 
@@ -141,7 +141,7 @@ class WeightedScorer:
     async def score(self, query: HomeQuery, candidates: Sequence[FeedCandidate]
                     ) -> Columns:
         """Scores and the interest signal (as `similarity`), as columns: no per-candidate
-        dicts; the per-signal values are derived for served posts only (`explain_signals`)."""
+        dicts; the per-signal values are derived for served posts only (`served_signals`)."""
         if not candidates:
             return Columns(score=[], similarity=[])
         interest = self.interest(query, candidates)
@@ -150,16 +150,13 @@ class WeightedScorer:
             return Columns(score=totals, similarity=interest)
         return Columns(score=totals.tolist(), similarity=interest.tolist())
 
-    def explain_signals(self, query: HomeQuery, served: Sequence[FeedCandidate]) -> None:
-        """Fill `signals` of served (scored) posts: the same matrix as `score`, with the
-        interest signal it stored in `similarity`."""
-        if not served:
-            return
+    def served_signals(self, query: HomeQuery, served: Sequence[FeedCandidate]) -> np.ndarray:
+        """The served (scored) posts' SIGNALS matrix: the same as `score`'s, with the
+        interest signal it stored in `similarity` (grebe.feed.home.explain_ranked turns
+        it into each post's signals, contributions and explanation in one pass)."""
         interest = np.clip(np.array([c.similarity or 0.0 for c in served],
                                     dtype=np.float64), 0.0, 1.0)
-        for candidate, row in zip(served, self.signals(query, served, interest).tolist(),
-                                  strict=True):
-            candidate.signals = dict(zip(SIGNALS, row, strict=True))
+        return self.signals(query, served, interest)
 
 
 def contributions(candidate: FeedCandidate, settings: FeedSettings) -> dict[str, float]:
