@@ -243,6 +243,28 @@ def test_a_page_explained_at_once_equals_each_post_explained_plainly() -> None:
     assert explain_page(served, filters) == expected
 
 
+def test_sums_and_best_cosines_down_the_long_axis_are_the_same_numbers() -> None:
+    """The ranker adds signal columns one by one and takes each row's best cosine from
+    the transposed products: exactly the numbers of numpy's row sum and row max."""
+    from grebe.feed import blas
+    from grebe.feed.scorers import _best_cosine, weighted_sum
+
+    prng = np.random.default_rng(5)
+    for n in (1, 7, 1500):
+        signals, weights = prng.random((n, 5)), prng.random(5) * 3
+        assert np.array_equal(weighted_sum(signals, weights), (signals * weights).sum(axis=1))
+        matrix = prng.standard_normal((n, 16)).astype(np.float32)
+        matrix[0] = 0.0  # a zero row: 0
+        for k in (1, 2, 6):
+            interests = prng.standard_normal((k, 16)).astype(np.float32)
+            norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
+            products = matrix @ interests.T if blas.one_thread() \
+                else np.einsum("ij,kj->ik", matrix, interests)
+            plain = products.max(axis=1)
+            expected = np.where(norms > 0, plain / np.where(norms > 0, norms, 1.0), 0.0)
+            assert np.array_equal(_best_cosine(matrix, interests), expected)
+
+
 def test_a_ranked_page_explained_in_one_pass_equals_the_three_passes() -> None:
     """explain_ranked fills signals, score_parts and explanation from the ranker's
     matrix at once; the definition builds each post's signals dict, then its
