@@ -243,6 +243,60 @@ def test_a_page_explained_at_once_equals_each_post_explained_plainly() -> None:
     assert explain_page(served, filters) == expected
 
 
+def test_sums_and_best_cosines_down_the_long_axis_are_the_same_numbers() -> None:
+    """The ranker adds signal columns one by one and takes each row's best cosine from
+    the transposed products: exactly the numbers of numpy's row sum and row max."""
+    from grebe.feed import blas
+    from grebe.feed.scorers import _best_cosine, weighted_sum
+
+    prng = np.random.default_rng(5)
+    for n in (1, 7, 1500):
+        signals, weights = prng.random((n, 5)), prng.random(5) * 3
+        assert np.array_equal(weighted_sum(signals, weights), (signals * weights).sum(axis=1))
+        matrix = prng.standard_normal((n, 16)).astype(np.float32)
+        matrix[0] = 0.0  # a zero row: 0
+        for k in (1, 2, 6):
+            interests = prng.standard_normal((k, 16)).astype(np.float32)
+            norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
+            products = matrix @ interests.T if blas.one_thread() \
+                else np.einsum("ij,kj->ik", matrix, interests)
+            plain = products.max(axis=1)
+            expected = np.where(norms > 0, plain / np.where(norms > 0, norms, 1.0), 0.0)
+            assert np.array_equal(_best_cosine(matrix, interests), expected)
+
+
+def test_a_ranked_page_explained_in_one_pass_equals_the_three_passes() -> None:
+    """explain_ranked fills signals, score_parts and explanation from the ranker's
+    matrix at once; the definition builds each post's signals dict, then its
+    contributions (weight x value, the diversity factor), then explain_page."""
+    from grebe.feed.home import explain_page, explain_ranked
+    from grebe.feed.scorers import SIGNALS, contributions
+
+    settings = FeedSettings()
+    weights = WeightedScorer(settings).weights()
+    prng = random.Random(11)
+    matrix = np.array([[prng.random() for _ in SIGNALS] for _ in range(50)])
+
+    def page() -> list[FeedCandidate]:
+        return [FeedCandidate(post_id=f"p{i}", author_id=f"a{i % 7}", created_at=0.0,
+                              in_network=bool(i % 2), source="thunder",
+                              score=prng.uniform(0, 4), diversity=prng.choice([1.0, 0.6]))
+                for i in range(50)]
+
+    plain, fast = page(), page()
+    for a, b in zip(plain, fast, strict=True):
+        b.score, b.diversity = a.score, a.diversity
+    for candidate, row in zip(plain, matrix.tolist(), strict=True):
+        candidate.signals = dict(zip(SIGNALS, row, strict=True))
+        candidate.score_parts = contributions(candidate, settings)
+    expected = explain_page(plain, ["duplicate", "seen"])
+    explain_ranked(fast, ["duplicate", "seen"], matrix, weights)
+    for a, b, why in zip(plain, fast, expected, strict=True):
+        assert b.signals == a.signals
+        assert b.score_parts == a.score_parts  # the very floats, not only rounded
+        assert b.explanation == why
+
+
 async def test_interest_vectors_as_arrays_or_lists_give_the_same_answers() -> None:
     """The interest hydrator hands the vectors on as float32 arrays; a caller may give
     lists: the interest signal, the searches and the posts found are the same."""

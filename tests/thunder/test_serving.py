@@ -3,6 +3,8 @@ kind of write, slots found by the numpy index, and excluded posts deeper than a 
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 
@@ -126,3 +128,14 @@ def test_slot_index_survives_growth_removals_and_colliding_hashes() -> None:
     assert expected[-4:] == [9002, 9003, -1, -1]
     assert index.shared == {42}
     assert index.used * 2 <= len(index.keys)
+
+
+def test_distinct_authors_of_places_are_counted_by_row() -> None:
+    """A query's distinct authors, counted by each place's row (slot) in a mask: the
+    number of distinct places // width, none for no places."""
+    from grebe.thunder.query import _Rebuilt
+
+    prng = random.Random(3)
+    for n in (0, 1, 50, 1000):
+        places = [prng.randrange(400 * 24) for _ in range(n)]
+        assert _Rebuilt(400 * 24).authors(places, 24) == len({p // 24 for p in places})

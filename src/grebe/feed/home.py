@@ -37,6 +37,7 @@ from grebe.feed.hydrators import AnnotationHydrator, AuthoredPosts, InterestHydr
 from grebe.feed.indexing import IndexingStore, backfill
 from grebe.feed.pipeline import CandidatePipeline, PipelineMetrics
 from grebe.feed.scorers import (
+    SIGNALS,
     AuthorDiversityScorer,
     WeightedScorer,
     contributions,
@@ -104,6 +105,36 @@ def explain_page(served: Sequence[FeedCandidate], filters_run: list[str]
     return out
 
 
+def explain_ranked(served: Sequence[FeedCandidate], filters_run: list[str],
+                   signals: np.ndarray, weights: np.ndarray) -> None:
+    """Fill each served post's `signals`, `score_parts` and `explanation` from the
+    ranker's SIGNALS matrix of the page in one numpy pass: what each row's signals
+    dict, `contributions` and `explain_page` give one after the other (each signal times its
+    weight is the same float64 product), without a dict per post built only to be
+    read back, flattened and re-split (three passes over the page were ~4% of a
+    returning request's CPU, docs/benchmarks.md "One pass per page")."""
+    n, m = signals.shape
+    diversity = np.fromiter((c.diversity for c in served), dtype=np.float64, count=n)
+    score = np.fromiter((c.score for c in served), dtype=np.float64, count=n)
+    parts = signals * weights
+    rounded = np.round(np.hstack([signals, parts, diversity[:, None], score[:, None]]),
+                       6).tolist()
+    for candidate, raw, part, r in zip(served, signals.tolist(), parts.tolist(), rounded,
+                                       strict=True):
+        candidate.signals = dict(zip(SIGNALS, raw, strict=True))
+        candidate.score_parts = dict(zip(SIGNALS, part, strict=True))
+        candidate.score_parts["author_diversity"] = candidate.diversity
+        candidate.explanation = {
+            "source": candidate.source,
+            "in_network": candidate.in_network,
+            "filters_passed": list(filters_run),
+            "signals": dict(zip(SIGNALS, r[:m], strict=True)),
+            "contributions": dict(zip(SIGNALS, r[m : 2 * m], strict=True)),
+            "author_diversity": r[2 * m],
+            "score": r[2 * m + 1],
+        }
+
+
 class RecordServed:
     """Remember what was served so the next request does not repeat it."""
 
@@ -151,8 +182,12 @@ class HomeFeed:
         weighted = self.weighted
         if weighted is not None and weighted.name in result.timings \
                 and weighted.name not in result.errors:
-            weighted.explain_signals(result.query, result.selected)
-        for candidate in result.selected:
+            if result.selected:
+                explain_ranked(result.selected, result.filters_run,
+                               weighted.served_signals(result.query, result.selected),
+                               weighted.weights())
+            return result
+        for candidate in result.selected:  # ranked without the weighted scorer
             candidate.score_parts = contributions(candidate, self.settings)
         for candidate, why in zip(result.selected,
                                   explain_page(result.selected, result.filters_run),

@@ -139,7 +139,14 @@ class _Rebuilt:
         row), not by each post's author id string: reading 800 of those, scattered in
         memory, cost ~0.4 ms per answer on a loaded box (docs/benchmarks.md)."""
         if not self.records:
-            return int(np.unique(np.array(out_places, dtype=np.intp) // width).size)
+            if not out_places:
+                return 0
+            # Marked in a mask of slots, not np.unique (a sort): 0.015 against 0.053 ms
+            # for 1,000 places (one-off).
+            rows = np.array(out_places, dtype=np.intp) // width
+            held = np.zeros(int(rows.max()) + 1, dtype=bool)
+            held[rows] = True
+            return int(np.count_nonzero(held))
         start = self.start
         return len({p // width if p < start else self.slots[p - start] for p in out_places})
 
