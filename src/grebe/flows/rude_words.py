@@ -75,7 +75,7 @@ def said_of_self(text: str) -> bool:
     one. Text that speaks to someone is never read this way."""
     if addresses_someone(text):
         return False
-    found = []
+    found: list[int] = []
     for match in INSULTING.finditer(text):
         if len(found) == MAX_SELF_WORDS:
             return False
