@@ -14,9 +14,9 @@ that is not finite cannot be scaled: callers keep such a vector as it was.
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
+
+from grebe.identity_cache import IdentityCache
 
 I8_LEVELS = 127  # symmetric: -127..127, so 0 is exact and the scale is max|x| / 127
 _F16_NORMAL = np.float32(np.finfo(np.float16).tiny)  # below, float16 loses precision
@@ -27,7 +27,8 @@ _F16_NORMAL = np.float32(np.finfo(np.float16).tiny)  # below, float16 loses prec
 #: loop and for the store in its writer thread, the same list each time (~20 us a pack,
 #: most of it reading 384 Python floats; comparing with the copy costs ~1.5 us).
 RECENT_VECTORS = 256
-_recent: dict[int, tuple[list[float], list[float], tuple[float, bytes] | None]] = {}
+_recent: IdentityCache[list[float], tuple[float, bytes] | None] = IdentityCache(
+    RECENT_VECTORS, snapshot=list)
 
 
 def to_i8(vector: list[float]) -> tuple[float, bytes] | None:
@@ -35,16 +36,7 @@ def to_i8(vector: list[float]) -> tuple[float, bytes] | None:
     lately (the same object, still equal to what it held) is not packed again."""
     if type(vector) is not list:
         return _to_i8(vector)
-    known = _recent.get(id(vector))
-    if known is not None and known[0] is vector and known[1] == vector:
-        return known[2]
-    packed = _to_i8(vector)
-    if len(_recent) >= RECENT_VECTORS:
-        # the oldest; the store's thread may be evicting at the same moment
-        with contextlib.suppress(RuntimeError, StopIteration):
-            _recent.pop(next(iter(_recent)), None)
-    _recent[id(vector)] = (vector, list(vector), packed)
-    return packed
+    return _recent.get(vector, _to_i8)
 
 
 def _to_i8(vector: list[float]) -> tuple[float, bytes] | None:

@@ -17,7 +17,6 @@ store backend (memory, SQLite, PostgreSQL) keeps them without a new table.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from grebe import codec
 from grebe.core.task import TaskContext
+from grebe.identity_cache import IdentityCache
 from grebe.stores.base import AnnotationStore
 from grebe.types import Annotation, Post, post_fingerprint
 
@@ -94,20 +94,12 @@ class FlagRecords:
 #: a payload's plans writes one annotation, and a fingerprint hashes the post's JSON
 #: (~3 us, six times a post through the default flows).
 RECENT_FINGERPRINTS = 1024
-_fingerprints: dict[int, tuple[Post, str]] = {}
+_fingerprints: IdentityCache[Post, str] = IdentityCache(RECENT_FINGERPRINTS)
 
 
 def fingerprint_of(post: Post) -> str:
     """post_fingerprint(post), computed once while the post is among the newest."""
-    known = _fingerprints.get(id(post))
-    if known is not None and known[0] is post:
-        return known[1]
-    found = post_fingerprint(post)
-    if len(_fingerprints) >= RECENT_FINGERPRINTS:
-        with contextlib.suppress(RuntimeError):  # another engine's loop may evict too
-            _fingerprints.pop(next(iter(_fingerprints)), None)  # the oldest
-    _fingerprints[id(post)] = (post, found)
-    return found
+    return _fingerprints.get(post, post_fingerprint)
 
 
 def annotation_of(ctx: TaskContext, *, producer: str, version: str,

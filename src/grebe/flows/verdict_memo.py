@@ -21,6 +21,7 @@ from dataclasses import replace
 from grebe.core.task import PlanOutput, TaskContext
 from grebe.flows import judge
 from grebe.flows.shared import digest, settings_of
+from grebe.identity_cache import IdentityCache
 
 KEY_VERDICTS = "verdicts"
 
@@ -28,22 +29,18 @@ KEY_VERDICTS = "verdicts"
 #: The key part of each plan's threshold overrides, by the overrides' identity, with a
 #: copy to tell a changed dict (comparing dicts costs ~1/50 of the repr; this is
 #: asked ~7 times a post).
-_KEYS: dict[int, tuple[dict[str, float], dict[str, float], str]] = {}
+_KEYS: IdentityCache[dict[str, float], str] = IdentityCache(256, snapshot=dict)
+
+
+def _overrides_key(overrides: dict[str, float]) -> str:
+    return repr(sorted(overrides.items()))
 
 
 def _thresholds_key(ctx: TaskContext) -> str:
     """The plan's threshold overrides as part of the key: two plans share verdicts only
     when the policy gives them the same thresholds (most plans set none)."""
     overrides = settings_of(ctx).head_thresholds
-    if not overrides:
-        return ""
-    known = _KEYS.get(id(overrides))
-    if known is None or known[0] is not overrides or known[1] != overrides:
-        if len(_KEYS) >= 256:  # settings rebuilt many times over (tests): start again
-            _KEYS.clear()
-        known = _KEYS[id(overrides)] = (overrides, dict(overrides),
-                                        repr(sorted(overrides.items())))
-    return known[2]
+    return _KEYS.get(overrides, _overrides_key) if overrides else ""
 
 
 async def verdicts(ctx: TaskContext, text: str, *, gate: bool = True) -> dict[str, judge.Verdict]:
