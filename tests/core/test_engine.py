@@ -62,14 +62,14 @@ PLANS = textwrap.dedent(
 
         known = set()
         bundle = PlanBundle(plans=[])
-        publish = bundle.peers.channel("texts", lambda data: known.add(data.decode()))
+        publish = bundle.peers.channel("texts", known.add, str)
 
         async def remember(ctx):
             text = ctx.payload.post.text
             ctx.output.labels.append(f"pid:{os.getpid()}")
             if text.startswith("put:"):
                 known.add(text)
-                publish(text.encode())
+                publish(text)
             else:
                 ctx.output.labels.extend(sorted(known))
 

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
+
+import msgspec
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[bytes], None]
+Handler = Callable[[Any], None]
+_encode = msgspec.msgpack.Encoder().encode
 
 
 class Peers:
@@ -31,16 +34,19 @@ class Peers:
         self._handlers: dict[str, Handler] = {}
         self._send: Callable[[str, bytes], None] | None = None
 
-    def channel(self, name: str, handler: Handler) -> Callable[[bytes], None]:
-        """Register what to do with `name`'s observations from other engines; return
-        the function that publishes this engine's own."""
+    def channel(self, name: str, handler: Handler, kind: Any) -> Callable[[Any], None]:
+        """Register what to do with `name`'s observations from other engines, each a
+        `kind` (any type msgspec reads: a tuple of fields, a struct); return the function
+        that publishes this engine's own. Observations travel as msgpack, packed only
+        when there is another engine to send them to."""
         if name in self._handlers:
             raise ValueError(f"peer channel {name!r} is registered twice")
-        self._handlers[name] = handler
+        decode = msgspec.msgpack.Decoder(kind).decode
+        self._handlers[name] = lambda data: handler(decode(data))
 
-        def publish(data: bytes) -> None:
+        def publish(observation: Any) -> None:
             if self._send is not None:
-                self._send(name, data)
+                self._send(name, _encode(observation))
 
         return publish
 

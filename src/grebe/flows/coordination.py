@@ -25,7 +25,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import msgspec
 import numpy as np
 
 from grebe.core.peers import Peers
@@ -40,8 +39,6 @@ _LINK_TOKEN = "URL"  # what a link becomes (upper case: the text is lower-cased 
 BITS = 64
 PEER_CHANNEL = "spam.coordination"
 _Shared = tuple[int, float, str, str]  # (fingerprint, at, author id, post id)
-_encode = msgspec.msgpack.Encoder().encode
-_decode = msgspec.msgpack.Decoder(_Shared).decode
 
 
 def fingerprint(text: str) -> int | None:
@@ -88,14 +85,14 @@ class CoordinationIndex:
         self._max_distance = max_distance
         self._clock = clock
         self._lock = threading.Lock()
-        self._publish: Callable[[bytes], None] | None = None
+        self._publish: Callable[[_Shared], None] | None = None
 
     def share_with(self, peers: Peers) -> None:
         """Send each text this engine records to the other engines, record theirs."""
-        self._publish = peers.channel(PEER_CHANNEL, self._merge)
+        self._publish = peers.channel(PEER_CHANNEL, self._merge, _Shared)
 
-    def _merge(self, data: bytes) -> None:
-        print_, at, author_id, post_id = _decode(data)
+    def _merge(self, shared: _Shared) -> None:
+        print_, at, author_id, post_id = shared
         with self._lock:
             self._record(print_, at, author_id, post_id)
 
@@ -123,5 +120,5 @@ class CoordinationIndex:
             if recorded:
                 self._record(print_, now, author_id, post_id)
         if recorded and self._publish is not None:
-            self._publish(_encode((print_, now, author_id, post_id)))
+            self._publish((print_, now, author_id, post_id))
         return campaign

@@ -23,7 +23,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-import msgspec
 import numpy as np
 
 from grebe.core.peers import Peers
@@ -37,8 +36,6 @@ if TYPE_CHECKING:
 HashKind = Literal["phash", "dhash"]
 PEER_CHANNEL = "media.near_duplicates"
 _Shared = tuple[str, str, int, int | None]  # HashEntry's fields, in order
-_encode = msgspec.msgpack.Encoder().encode
-_decode = msgspec.msgpack.Decoder(_Shared).decode
 _INITIAL_SLOTS = 1024  # the ring's arrays start small and double up to max_entries
 DEFAULT_MAX_ENTRIES = DEFAULT_DEDUP_MAX_ENTRIES
 
@@ -85,20 +82,19 @@ class NearDuplicateIndex:
         self._entries: list[HashEntry] = []  # slot i holds the entry of _hashes[i]
         self._added = 0  # ever added: the next slot is _added % max_entries
         self._lock = threading.Lock()
-        self._publish: Callable[[bytes], None] | None = None
+        self._publish: Callable[[_Shared], None] | None = None
 
     def share_with(self, peers: Peers) -> None:
         """Send each entry this engine adds to the other engines, add theirs."""
-        self._publish = peers.channel(PEER_CHANNEL, self._merge)
+        self._publish = peers.channel(PEER_CHANNEL, self._merge, _Shared)
 
-    def _merge(self, data: bytes) -> None:
-        post_id, media_key, hash_value, frame = _decode(data)
+    def _merge(self, shared: _Shared) -> None:
         with self._lock:
-            self._add(HashEntry(post_id, media_key, hash_value, frame))
+            self._add(HashEntry(*shared))
 
     def _shared(self, entry: HashEntry) -> None:
         if self._publish is not None:
-            self._publish(_encode((entry.post_id, entry.media_key, entry.hash, entry.frame)))
+            self._publish((entry.post_id, entry.media_key, entry.hash, entry.frame))
 
     def __len__(self) -> int:
         return min(self._added, self.max_entries)
