@@ -289,6 +289,11 @@ import heads_corpora_threat  # noqa: E402  (a sibling script module)
 TRAINING.update(heads_corpora_threat.READERS)
 SOURCES.update(heads_corpora_threat.SOURCES)
 
+import heads_corpora_chat  # noqa: E402  (a sibling script module)
+
+TRAINING.update(heads_corpora_chat.READERS)
+SOURCES.update(heads_corpora_chat.SOURCES)
+
 
 def file_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()

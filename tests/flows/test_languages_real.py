@@ -56,3 +56,25 @@ async def test_benign_post_gets_no_harmful_label(master: PlanMaster, lang: str) 
         assert not [x for x in labels if x.endswith(RESTRICTIVE)], (result.plan, labels)
         assert result.output.scores.get(f"lang:{lang}", 0) > 0.5, result.output.scores
     assert len(BENIGN) >= 10
+
+
+#: Too short for the detector to name a language, but in a script no English word is
+#: written in: the English-trained heads must abstain, not read them as spam.
+SHORT_NON_LATIN = ["好的，谢谢", "Как дела?", "잘 자요", "ありがとう！", "شكرا لك", "धन्यवाद",
+                   "Спасибо!", "你去哪儿了？", "נתראה מחר", "ขอบคุณครับ"]
+
+
+@pytest.mark.parametrize("text", SHORT_NON_LATIN)
+async def test_short_non_latin_post_makes_english_heads_abstain(master: PlanMaster,
+                                                                text: str) -> None:
+    post = Post(id=f"short-{text}", author_id="a-short", text=text)
+    results = await master.run_plans(TaskPayload(payload_id=post.id, post=post,
+                                                 eligibilities=TEXT_PLANS))
+    for result in results:
+        assert result.status == TaskStatus.SUCCESS, result.error
+        labels = set(result.output.labels)
+        assert not labels & FORBIDDEN, (result.plan, labels)
+        assert result.output.reasons["language"].startswith("unknown"), result.output.reasons
+    spam = next(r for r in results if r.plan == "spam_comment")
+    assert "abstain" in spam.output.labels, spam.output.labels
+    assert "not Latin script" in str(spam.output.reasons), spam.output.reasons

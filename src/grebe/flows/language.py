@@ -14,11 +14,16 @@ guessed. A guess below `plans.language.min_confidence`, or from fewer than
 the models still score the post (most short posts on an English platform are English,
 and dropping them would blind spam detection to "click here http://..."), but the
 policy never takes a remove or limit action on a post of unknown language
-(`RESTRICTIVE_ACTIONS` are capped to a label). A declared `post.lang` is trusted.
+(`RESTRICTIVE_ACTIONS` are capped to a label). An unknown text whose letters are mostly
+in a script other than Latin ("挺好的", "Как дела?") is no language a Latin-script model
+was trained on, however short: such a model abstains on it (the English spam head read
+682 of 3,000 short benign non-English chat lines as spam). A declared `post.lang` is
+trusted.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -45,6 +50,13 @@ MIN_WORDS = 4
 #: The languages the pre-heads text models (the spam head, alt-profanity-check,
 #: HateSonar) were trained and evaluated on.
 LEGACY_TEXT_LANGUAGES: tuple[str, ...] = ("en",)
+#: Languages written in the Latin script (ISO 639-1), for the script rule above.
+LATIN_SCRIPT = frozenset({
+    "af", "ca", "cs", "cy", "da", "de", "en", "eo", "es", "et", "eu", "fi", "fr", "ga", "gl",
+    "hr", "hu", "id", "is", "it", "lt", "lv", "ms", "mt", "nl", "no", "pl", "pt", "ro", "sk",
+    "sl", "sq", "sv", "sw", "tl", "tr", "vi", "yo"})
+#: Latin letters: ASCII, Latin-1, Latin Extended-A/B and Additional (accents, "ß", "ł")
+LATIN_LETTER = re.compile(r"[A-Za-z\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u024F\u1E00-\u1EFF]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +66,7 @@ class LanguageGuess:
     source: str  # "declared", the detector's name, or "no detector"
     top: str | None = None  # the detector's best guess, even when not trusted
     note: str = ""  # why the guess is unknown
+    latin: bool = True  # most letters are Latin (an unknown non-Latin text is no Latin language)
 
     def describe(self) -> str:
         if self.code is not None:
@@ -63,6 +76,10 @@ class LanguageGuess:
 
 def _letters(text: str) -> int:
     return sum(map(str.isalpha, text))  # a C loop: ~4x a generator's speed
+
+
+def _mostly_latin(text: str, letters: int) -> bool:
+    return 2 * len(LATIN_LETTER.findall(text)) >= letters
 
 
 async def guess(ctx: TaskContext) -> LanguageGuess:
@@ -81,12 +98,15 @@ async def guess(ctx: TaskContext) -> LanguageGuess:
             return LanguageGuess(None, 0.0, detector.name, note="no letters")
         top = max(scores, key=scores.__getitem__)
         confidence = float(scores[top])
-        if _letters(post.text) < rules.min_letters:
-            note = f"too short ({_letters(post.text)} letters), top guess {top} {confidence:.2f}"
-            return LanguageGuess(None, confidence, detector.name, top, note)
-        if confidence < rules.min_confidence:
-            note = f"top guess {top} {confidence:.2f} < {rules.min_confidence:.2f}"
-            return LanguageGuess(None, confidence, detector.name, top, note)
+        letters = _letters(post.text)
+        if letters < rules.min_letters or confidence < rules.min_confidence:
+            note = (f"too short ({letters} letters), top guess {top} {confidence:.2f}"
+                    if letters < rules.min_letters else
+                    f"top guess {top} {confidence:.2f} < {rules.min_confidence:.2f}")
+            latin = _mostly_latin(post.text, letters)
+            if not latin:
+                note += ", not Latin script"
+            return LanguageGuess(None, confidence, detector.name, top, note, latin)
         if top != ENGLISH:  # the detector misreads short English ("... October" -> pcm)
             english, words = english_words.english_share(post.text)
             if words >= MIN_WORDS and english >= ENGLISH_SHARE * words:
@@ -102,9 +122,12 @@ async def abstain_reason(ctx: TaskContext, model: str,
                          languages: Collection[str]) -> str | None:
     """None when `model` (trained on `languages`) may judge this post; else why not.
     Unknown languages are judged (see the module docstring): only a confident guess of
-    a language the model never saw makes it abstain."""
+    a language the model never saw, or an unknown text in a script none of its
+    languages is written in, makes it abstain."""
     found = await guess(ctx)
-    if found.code is None or found.code in languages:
+    if found.code in languages:
+        return None
+    if found.code is None and (found.latin or not LATIN_SCRIPT.issuperset(languages)):
         return None
     return (f"{ABSTAIN_REASON}: {found.describe()}; {model} covers "
             f"{', '.join(sorted(languages))}")
