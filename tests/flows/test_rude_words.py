@@ -67,13 +67,17 @@ def test_addressing_is_words_not_mentions() -> None:
     ("Muslims should leave", "muslims"), ("gay folks everywhere", "gay folks"),
     ("I will shoot the next gay man I see", "gay man"), ("that Muslim should leave", "that muslim"),
     ("no immigrant deserves a job here", "no immigrant"), ("he is a black person", "black person"),
+    ("You are nothing but common Muslim trash.", "muslim trash"),
+    ("That is fitting for female vermin like you.", "female vermin"),
+    ("Gay lives are worth absolutely nothing.", "gay lives"),
 ])
 def test_names_group(text: str, group: str) -> None:
     assert names_group(text) == group
 
 
 @pytest.mark.parametrize("text", ["I hate Mondays", "my black cat", "the gym was packed",
-                                  "a gay bar opened downtown", "a christian school", "the man"])
+                                  "a gay bar opened downtown", "a christian school", "the man",
+                                  "take out the trash", "my life is a mess", "party animals"])
 def test_names_no_group(text: str) -> None:
     assert names_group(text) is None
 

@@ -9,9 +9,11 @@ group is not hate by itself ("women's football was great today" has a low hate s
 it only answers *who* the hateful words are about, which is what the target rule asks.
 One member named by identity counts too ("a black person", "a Muslim", "an immigrant"):
 "I will shoot the next gay man I see" is about the group whatever the target head reads
-(docs/quality.md, "A member names the group"). Slurs are left out: a slur names a group
-too, but reclaimed and homonym uses ("I'm a proud ...") are common, and the target head
-already reads slurs as aimed at a group.
+(docs/quality.md, "A member names the group"), and so does a group adjective before a
+word that dehumanises ("Muslim trash", "female vermin") and a group's lives ("gay lives
+are worth nothing"). Slurs are left out: a slur names a group too, but reclaimed and
+homonym uses ("I'm a proud ...") are common, and the target head already reads slurs as
+aimed at a group.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ _ADJECTIVES = (
 )
 GROUP = re.compile(
     rf"(?<![\w@#])(?:(?:{_ADJECTIVES})\s+(?:people|persons|folks?|community|communities|men"
-    rf"|women|kids|children|immigrants|refugees|families|race|guys|girls)|islam|judaism"
+    rf"|women|kids|children|immigrants|refugees|families|race|guys|girls|lives)|islam|judaism"
     rf"|(?:{_NOUNS}))(?!\w)",
     re.IGNORECASE)
 #: one member: a group adjective before a person noun, or a determiner before a noun
@@ -43,7 +45,9 @@ GROUP = re.compile(
 #: "mexican", are left to the first form: "a gay bar", "a mexican restaurant" name no one)
 MEMBER = re.compile(
     rf"(?<![\w@#])(?:(?:{_ADJECTIVES})\s{{1,3}}(?:person|man|woman|guy|lady"
-    r"|immigrant|refugee|family|neighbou?r)"
+    r"|immigrant|refugee|family|neighbou?r"
+    r"|trash|scum|vermin|filth|garbage|rats?|pigs?|parasites?|cockroach(?:es)?|savages?"
+    r"|animals?|apes?|monkeys?|subhumans?)"
     r"|(?:an?|the|that|this|every|any|some|one|no)\s{1,3}(?:muslim|moslem|jew|immigrant|migrant"
     r"|refugee|foreigner|homosexual|transsexual|cripple|hindu|sikh|atheist|feminist))(?!\w)",
     re.IGNORECASE)
