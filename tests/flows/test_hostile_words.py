@@ -13,6 +13,7 @@ from grebe.flows import hostile_words
 @pytest.mark.parametrize(("text", "word"), [
     ("Immigrants are vermin", "vermin"),
     ("they should all be exterminated", "exterminated"),
+    ("we would be better off if they were eradicated", "eradicated"),
     ("Muslims are not human, they are filth", "filth"),  # the denial ends at the comma
     ("I don't just dislike them, I despise them", "despise"),
     ("women are fucking useless", "fucking"),  # profanity counts
@@ -45,6 +46,8 @@ def test_reach_of_a_negation_is_bounded() -> None:
     ("Their lives aren't worth shit", "shit"),
     ("Is it not obvious that I hate them?", "hate"),  # the negation is the matrix verb's
     ("I am not surprised the idea was bullshit", "bullshit"),
+    ("I'd be okay with them if they weren't such scumbags", "scumbags"),  # a condition
+    ("Fine with immigrants as long as they aren't filthy", "filthy"),
 ])
 def test_a_negation_that_compares_or_governs_another_clause_denies_nothing(
         text: str, word: str) -> None:

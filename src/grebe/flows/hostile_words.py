@@ -26,7 +26,8 @@ HOSTILE = re.compile(
     r"|scum\w*|vermin|savages?|animals|parasites?|plague|cancer|disease\w*|trash|garbage"
     r"|subhumans?|inferior|evil|dirty|sick|kill\w*|die|dies|death|dead|murder\w*|rape\w*"
     r"|stab\w*|shoot\w*|burn\w*|tortur\w*|suffer\w*|hang\w*|slaughter\w*|exterminat\w*"
-    r"|genocide|deport\w*|contempt|pathetic|disgrace\w*|cockroach\w*|rats|pigs|monkeys?"
+    r"|genocide|deport\w*|eradicat\w*|annihilat\w*|contempt|pathetic|disgrace\w*|cockroach\w*"
+    r"|rats|pigs|monkeys?"
     r"|apes?|worst",
     re.IGNORECASE)
 WORD = re.compile(r"(?<![\w@#])[\w'*]+(?![\w*])")
@@ -40,6 +41,9 @@ NEGATION = re.compile(
 CLAUSE_END = re.compile(r"[.,;:!?]|\b(?:but|that|how|because|after|when|whether|was|is|are)\b"
                         r"|\band\s+(?:they|they're|he|she|we|i|you|it|these|those)\b",
                         re.IGNORECASE)
+#: a condition before the negation asserts what the negation would deny: "I'd be okay
+#: with them if they weren't such scumbags" says they are
+CONDITION = re.compile(r"\b(?:if|unless|as\s+long\s+as)\b", re.IGNORECASE)
 #: how far back a negation may stand from the word it denies
 NEGATION_REACH = 40
 #: a negation that compares or excepts affirms what follows: "no better than rats",
@@ -61,7 +65,8 @@ def denied(text: str, start: int) -> bool:
     there ("not criminals", "no disabled person deserves to die")."""
     before = text[max(0, start - NEGATION_REACH):start].replace("\u2019", "'")
     clause = AFFIRMING.sub(" ", CLAUSE_END.split(before)[-1])
-    return NEGATION.search(clause) is not None
+    negation = NEGATION.search(clause)
+    return negation is not None and CONDITION.search(clause, 0, negation.start()) is None
 
 
 def denies_hostility(text: str) -> bool:

@@ -26,9 +26,11 @@ Why target-aware: profanity in joy ("that's fucking awesome!") is not harassment
   "statements like \"...\" are hurtful"), that denies every hostile word it says ("I
   don't hate gay people", "no immigrant deserves to die": grebe.flows.hostile_words), or
   that negates a statement more hateful than itself ("immigrants are not the problem":
-  the head scores "immigrants are the problem" higher), keeps its hate score but does
-  not fire. Hate inside quotes whose removal leaves words the head scores well below the
-  post (`He should be in jail for wishing "death to all women"`) is reported speech. The
+  the head scores "immigrants are the problem" higher) while saying no hostile word it
+  does not deny ("they won't change, let's eradicate them" denies nothing), keeps its
+  hate score but does not fire. Hate inside quotes whose removal leaves words the head
+  scores well below the post (`He should be in jail for wishing "death to all women"`)
+  is reported speech. The
   embedding puts such posts beside the hate they answer (same group, same topic), which
   is why this is a rule on top of the head and not left to it.
 - `threat`: two signals (grebe.flows.threat_speech): a threat-shaped text (the
@@ -141,7 +143,9 @@ async def counter_speech(ctx: TaskContext, text: str, hate_score: float) -> str 
         if own_score + NEGATION_MARGIN <= hate_score:
             return (f"counter-speech: the hate is quoted (the post's own words score "
                     f"{own_score:.2f} <= {hate_score:.2f} - {NEGATION_MARGIN})")
-    denied = denied_statement(text)
+    # a post that says a hostile word it does not deny is not denying hate, whatever it
+    # negates besides ("they won't change, let's eradicate them")
+    denied = denied_statement(text) if hostile_words.hostile_word(text) is None else None
     if denied is None:
         return None
     denied_score = (await shared.head_probs(ctx, denied))["hate"]["hate"]
