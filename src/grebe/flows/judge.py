@@ -30,9 +30,8 @@ Why target-aware: profanity in joy ("that's fucking awesome!") is not harassment
   does not deny ("they won't change, let's eradicate them" denies nothing), keeps its
   hate score but does not fire. Hate inside quotes whose removal leaves words the head
   scores well below the post (`He should be in jail for wishing "death to all women"`)
-  is reported speech. The
-  embedding puts such posts beside the hate they answer (same group, same topic), which
-  is why this is a rule on top of the head and not left to it.
+  is reported speech. The embedding puts such posts beside the hate they answer (same
+  group, same topic), which is why this is a rule on top of the head and not left to it.
 - `threat`: two signals (grebe.flows.threat_speech): a threat-shaped text (the
   speaker's intent to harm someone, a menace, a call for violence) with the threat head
   at a floor, or the head at its threshold unless its violent words are the speaker's
