@@ -234,7 +234,7 @@ async def test_denied_hostility_is_not_hate() -> None:
 async def test_negated_hate_is_not_hate() -> None:
     # No hostile word is said, and the post's "not" negates a statement the hate head
     # scores higher (0.95 without it), so it is counter-speech.
-    out = await run(heads_services(), "immigrants are not invaders")
+    out = await run(heads_services(), "immigrants are not locusts")
     assert "hate" not in out["post_safety"].labels
     assert "negates a statement the hate head scores higher (0.95 >= 0.75 + 0.1" in (
         out["safety_ptos"].reasons["ptos.hate"])
@@ -242,7 +242,7 @@ async def test_negated_hate_is_not_hate() -> None:
 
 @pytest.mark.parametrize("text", [
     "immigrants, vermin. not them",  # "vermin" is said: the "not" denies something else
-    "those invaders won't change, let's eradicate them",
+    "those locusts won't change, let's eradicate them",
 ])
 async def test_a_negation_beside_a_hostile_word_said_is_no_denial(text: str) -> None:
     out = await run(heads_services({"post_safety": {"head_thresholds": {
