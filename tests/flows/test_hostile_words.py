@@ -62,6 +62,8 @@ def test_a_negation_that_compares_or_governs_another_clause_denies_nothing(
     ("No immigrant deserves to die.", True),
     ("Muslims are not vermin and not scum", True),
     ("Refugees are not criminals, they are not dangerous", True),
+    ("Women are the opposite of stupid", True),
+    ("No prisoner should ever be executed", True),
     ("Muslims are not vermin, they are scum", False),  # one denied, one said
     ("Women deserve respect", False),  # no hostile word: nothing to deny
 ])
