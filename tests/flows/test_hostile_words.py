@@ -63,6 +63,7 @@ def test_a_negation_that_compares_or_governs_another_clause_denies_nothing(
     ("Muslims are not vermin and not scum", True),
     ("Refugees are not criminals, they are not dangerous", True),
     ("Women are the opposite of stupid", True),
+    ("I'm not a bigot, but immigrants are ruining this country", False),  # a disclaimer
     ("No prisoner should ever be executed", True),
     ("Muslims are not vermin, they are scum", False),  # one denied, one said
     ("Women deserve respect", False),  # no hostile word: nothing to deny

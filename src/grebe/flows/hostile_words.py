@@ -48,6 +48,10 @@ CLAUSE_END = re.compile(r"[.,;:!?]|\b(?:but|that|how|because|after|when|whether|
 #: a condition before the negation asserts what the negation would deny: "I'd be okay
 #: with them if they weren't such scumbags" says they are
 CONDITION = re.compile(r"\b(?:if|unless|as\s+long\s+as)\b", re.IGNORECASE)
+#: the speaker's disclaimer right before a word, "I'm not a bigot, but ...": the word is
+#: about the speaker, neither said of the group nor denied of it
+DISCLAIMER = re.compile(r"(?<!\w)i\s*(?:'|\u2019)?\s*(?:m|am|was)\s+(?:not|never|no)"
+                        r"(?:\s+(?:a|an|some|being))?\s+$", re.IGNORECASE)
 #: how far back a negation may stand from the word it denies
 NEGATION_REACH = 40
 #: a negation that compares or excepts affirms what follows: "no better than rats",
@@ -81,8 +85,12 @@ def denies_hostility(text: str) -> bool:
 
 
 def _hostile_words(text: str) -> list[re.Match[str]]:
-    """The text's first MAX_HOSTILE + 1 hostile words."""
-    return list(islice((m for m in WORD.finditer(text) if hostile(m.group(0))), MAX_HOSTILE + 1))
+    """The text's first MAX_HOSTILE + 1 hostile words, less those in the speaker's
+    disclaimer."""
+    return list(islice((m for m in WORD.finditer(text) if hostile(m.group(0))
+                        and not DISCLAIMER.search(text, max(0, m.start() - NEGATION_REACH),
+                                                  m.start())),
+                       MAX_HOSTILE + 1))
 
 
 def hostile_word(text: str) -> str | None:
