@@ -97,7 +97,7 @@ SOURCES = {
         "files": [CHATTERBOT_WHEEL],
     },
     "chitchat": {
-        "title": "BYU Chit-Chat Challenge dataset, people chatting (turns, 5% of conversations)",
+        "title": "BYU Chit-Chat Challenge dataset, people chatting (turns, 15% of conversations)",
         "where": "PyPI chitchat-dataset 0.9.0 wheel, chitchat_dataset/dataset.json",
         "licence": "MIT",
         "files": [CHITCHAT_WHEEL],
