@@ -96,7 +96,8 @@ class Replay:
             o = own[i]
             if judge.DENOUNCING.search(texts[i]) or denies_hostility(texts[i]) or (
                     o and rewritten_score[o] + judge.NEGATION_MARGIN <= score[i]) or (
-                    d and rewritten_score[d] >= score[i] + judge.NEGATION_MARGIN):
+                    d and hostile_word(texts[i]) is None
+                    and rewritten_score[d] >= score[i] + judge.NEGATION_MARGIN):
                 counter[i] = False
         target = probs["target"]
         classes = self.heads.heads["target"].classes

@@ -90,7 +90,7 @@ class HeadInfoDouble:
 HEAD_WORDS = {
     "spam": ("buy", "click", "free", "offer", "pills", "cheap"),
     "offensive": ("idiot", "stupid", "fucking", "damn", "shit", "moron"),
-    "hate": ("vermin", "subhuman", "invaders"),  # "invaders": hate with no hostile word
+    "hate": ("vermin", "subhuman", "locusts"),  # "locusts": hate with no hostile word
     "threat": ("find where you live", "going to hurt you", "kill you"),
 }
 INDIVIDUAL_WORDS = ("you", "you're", "your", "u")

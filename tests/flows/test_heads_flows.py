@@ -234,7 +234,7 @@ async def test_denied_hostility_is_not_hate() -> None:
 async def test_negated_hate_is_not_hate() -> None:
     # No hostile word is said, and the post's "not" negates a statement the hate head
     # scores higher (0.95 without it), so it is counter-speech.
-    out = await run(heads_services(), "immigrants are not invaders")
+    out = await run(heads_services(), "immigrants are not locusts")
     assert "hate" not in out["post_safety"].labels
     assert "negates a statement the hate head scores higher (0.95 >= 0.75 + 0.1" in (
         out["safety_ptos"].reasons["ptos.hate"])
@@ -242,7 +242,7 @@ async def test_negated_hate_is_not_hate() -> None:
 
 @pytest.mark.parametrize("text", [
     "immigrants, vermin. not them",  # "vermin" is said: the "not" denies something else
-    "those invaders won't change, let's eradicate them",
+    "those locusts won't change, let's eradicate them",
 ])
 async def test_a_negation_beside_a_hostile_word_said_is_no_denial(text: str) -> None:
     out = await run(heads_services({"post_safety": {"head_thresholds": {
@@ -298,3 +298,26 @@ async def test_posts_resumed_together_share_one_heads_call() -> None:
     assert all(r.status == TaskStatus.SUCCESS for rs in results for r in rs)
     assert services.models.heads.calls == 1  # one call per post before
     assert services.head_turns.items == 8
+
+
+@pytest.mark.parametrize("text", [
+    "Comparing refugees to rats is a disgusting thing to do",
+    "Your hatred of Jews needs to stop",
+    "I never said women are stupid",
+    "It is sad to see people wish death on immigrants",
+    "Posting that gay men are diseased will get you banned here",
+    "There should be consequences for threatening Muslims",
+    "Do you hear how racist you sound?",
+])
+def test_counter_speech_judges_the_speech_act(text: str) -> None:
+    assert judge.DENOUNCING.search(text), text
+
+
+@pytest.mark.parametrize("text", [
+    "Muslims are disgusting",  # said of people, "disgusting" is hate
+    "That's disgusting, immigrants everywhere",
+    "Immigrants are a horrible plague",
+    "Their hatred for us will never stop, so we must strike first",
+])
+def test_hate_is_not_read_as_judging_speech(text: str) -> None:
+    assert not judge.DENOUNCING.search(text), text

@@ -14,6 +14,8 @@ from grebe.flows import hostile_words
     ("Immigrants are vermin", "vermin"),
     ("they should all be exterminated", "exterminated"),
     ("we would be better off if they were eradicated", "eradicated"),
+    ("Women are all completely worthless", "worthless"),
+    ("immigrants are criminals and invaders", "criminals"),
     ("Muslims are not human, they are filth", "filth"),  # the denial ends at the comma
     ("I don't just dislike them, I despise them", "despise"),
     ("women are fucking useless", "fucking"),  # profanity counts
@@ -59,6 +61,9 @@ def test_a_negation_that_compares_or_governs_another_clause_denies_nothing(
     ("I don't hate gay people", True),
     ("No immigrant deserves to die.", True),
     ("Muslims are not vermin and not scum", True),
+    ("Refugees are not criminals, they are not dangerous", True),
+    ("Women are the opposite of stupid", True),
+    ("No prisoner should ever be executed", True),
     ("Muslims are not vermin, they are scum", False),  # one denied, one said
     ("Women deserve respect", False),  # no hostile word: nothing to deny
 ])

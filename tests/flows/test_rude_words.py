@@ -87,3 +87,16 @@ def test_own_words_replace_quoted_statements() -> None:
             == "He should be in jail for wishing that.")
     assert own_words("no quotes here") is None
     assert own_words('a "short" word') is None  # fewer than three words: not a statement
+
+
+@pytest.mark.parametrize(("text", "word"), [
+    ("What a young little punk!", "punk"), ("you are a liar and a hypocrite", "liar"),
+    ("go back to your silo, libtard", "libtard"),
+])
+def test_common_insults_are_insult_words(text: str, word: str) -> None:
+    assert insulting_word(text) == word
+
+
+@pytest.mark.parametrize("text", ["I love psychology", "a foolproof plan", "thuggery"])
+def test_insult_words_are_whole_words(text: str) -> None:
+    assert insulting_word(text) is None

@@ -20,21 +20,25 @@ from itertools import islice
 from grebe.flows import rude_words
 
 #: words of hostility and violence that are neither profanity nor a group: what hate
-#: says about its target ("filthy", "vermin") and wishes on it ("die", "exterminate")
+#: says about its target ("filthy", "vermin", "worthless", "criminals") and wishes on it
+#: ("die", "exterminate")
 HOSTILE = re.compile(
     r"hate|hated|hates|hating|hatred|hateful|despise\w*|disgust\w*|despicable|vile|filth\w*"
     r"|scum\w*|vermin|savages?|animals|parasites?|plague|cancer|disease\w*|trash|garbage"
     r"|subhumans?|inferior|evil|dirty|sick|kill\w*|die|dies|death|dead|murder\w*|rape\w*"
     r"|stab\w*|shoot\w*|burn\w*|tortur\w*|suffer\w*|hang\w*|slaughter\w*|exterminat\w*"
+    r"|execut(?:e|ed|es|ing|ion|ions)"
     r"|genocide|deport\w*|eradicat\w*|annihilat\w*|contempt|pathetic|disgrace\w*|cockroach\w*"
-    r"|rats|pigs|monkeys?"
+    r"|rats|pigs|monkeys?|worthless|useless|dishonest|ignorant|lazy|dangerous|criminals?"
+    r"|thieves|invaders?|infest\w*|primitive|backward|barbari\w*|terrorists?|rapists?"
+    r"|freaks?|degenerat\w*|pervert\w*|abominat\w*|unnatural"
     r"|apes?|worst",
     re.IGNORECASE)
 WORD = re.compile(r"(?<![\w@#])[\w'*]+(?![\w*])")
 #: a negation that denies what follows it in its clause
 NEGATION = re.compile(
     r"\b(?:not|never|no|nobody|none|nothing|cannot|(?:do|does|did|is|are|was|were|wo|ca"
-    r"|should|would|must|could)n'?t)\b", re.IGNORECASE)
+    r"|should|would|must|could)n'?t|opposite\s+of)\b", re.IGNORECASE)
 #: where a negation's reach ends: the end of its clause ("... don't belong here and
 #: they're sick"), or a clause it governs ("is it not obvious that I hate them", "not
 #: surprised the idea was bullshit": the negation is of the matrix verb, not the word)

@@ -81,16 +81,37 @@ POSITIVE: dict[str, tuple[str, str]] = {
 _JUDGED = (r"(?:so\s+|just\s+|really\s+|completely\s+|plain\s+)?(?:wrong|hurtful|hateful"
            r"|unacceptable|not\s+ok(?:ay)?|never\s+ok(?:ay)?|bigoted|bigotry|racist|sexist"
            r"|homophobic|transphobic|xenophobic|shameful|ignorant|hate\s+speech)")
+#: what judges an act of speech, and only that: "calling X cockroaches is a horrible
+#: thing to do" (said of people, "disgusting" is hate, so it is not in _JUDGED)
+_JUDGED_ACT = (rf"(?:{_JUDGED}|(?:so\s+|really\s+|such\s+an?\s+|an?\s+)?(?:horrible|terrible"
+               r"|awful|disgusting|appalling|cruel|vile|despicable|disgraceful|inhumane"
+               r"|dehumani[sz]ing|small-?minded|unforgivable))")
+_ACTS = (r"hating|attacking|insulting|calling|saying|blaming|mocking|treating|hurting"
+         r"|harassing|excluding|dehumani[sz]ing|discriminating|threatening|writing|posting"
+         r"|tweeting|wishing|comparing")
 DENOUNCING = re.compile(
     rf"\b(?:it'?s|it\s+is|that'?s|that\s+is|this\s+is)\s+{_JUDGED}\b"
-    rf"|\b(?:hating|attacking|insulting|calling|saying|blaming|mocking|treating|hurting"
-    rf"|harassing|excluding|dehumani[sz]ing|discriminating)\b[^.!?]{{0,60}}?"
-    rf"\b(?:is|are|was)\s+{_JUDGED}\b"
+    rf"|\b(?:{_ACTS})\b[^.!?]{{0,60}}?\b(?:is|are|was)\s+{_JUDGED_ACT}\b"
     rf"|\b(?:statements?|comments?|words|posts?|tweets?|remarks?|jokes?|slurs?|language)\b"
-    rf"[^\n]{{0,120}}?\b(?:is|are|was|were)\s+{_JUDGED}\b"
+    rf"[^\n]{{0,120}}?\b(?:is|are|was|were)\s+{_JUDGED_ACT}\b"
     rf"|\b(?:stop|quit)\s+(?:calling|saying|telling|treating|spreading|blaming)\b"
     rf"|\bshame\s+on\b|\bhow\s+(?:can|could|dare)\s+(?:you|anyone|people)\b"
-    rf"|\b(?:i|we)\s+(?:condemn|reject|denounce|oppose)\b",
+    rf"|\b(?:i|we)\s+(?:condemn|reject|denounce|oppose)\b"
+    # someone's hate judged: "your contempt for X has to stop", "how hateful you are"
+    rf"|\b(?:your|their|his|her)\s+(?:\w+\s+)?(?:contempt|hatred|hate|bigotry|racism"
+    rf"|sexism|homophobia|transphobia|xenophobia|prejudice)\b[^.!?]{{0,60}}?"
+    rf"\b(?:has\s+to|have\s+to|must|needs?\s+to)\s+stop\b"
+    rf"|\bhow\s+(?:hateful|racist|sexist|bigoted|homophobic|transphobic|xenophobic|cruel)"
+    rf"\s+(?:you|he|she|they|this|that|it)\b"
+    # the speaker disowns the words, or the words have a price
+    rf"|\b(?:i|we)\s+(?:never|didn'?t|did\s+not|would\s+never)\s+(?:say|said|call|called"
+    rf"|claim|claimed)\b"
+    rf"|\bconsequences\s+for\s+(?:{_ACTS})\b"
+    rf"|\b(?:{_ACTS})\b[^.!?]{{0,60}}?\bwill\s+get\s+(?:you|them|him|her)\s+(?:thrown"
+    rf"|banned|arrested|jailed|fired|locked|suspended)\b"
+    # grief at hearing it: "it hurts to see people saying ..."
+    rf"|\b(?:hurts|sad|saddening|disheartening|heartbreaking|depressing|upsetting"
+    rf"|sickening)\s+to\s+(?:see|hear|read)\b",
     re.IGNORECASE)
 #: A quoted or reported statement ("statements like '...'", "people who say ..."): the
 #: hateful words belong to someone else, and the post may be judging them.

@@ -29,6 +29,10 @@ INSULTS = (
     r"idiot\w*|moron\w*|stupid\w*|dumb\w*|loser\w*|pathetic|imbecile\w*|cretin\w*|clowns?"
     r"|scum\w*|worthless|ugly|freak\w*|creep\w*|jerks?|cowards?|dimwit\w*|halfwit\w*"
     r"|nitwit\w*|dipshit\w*|retard\w*|brainless|clueless|vermin|subhuman\w*|degenerate\w*"
+    r"|punks?|parasites?|leech(?:es)?|inbred|libtards?|fools?|foolish|buffoons?|hypocrites?"
+    r"|liars?|lowlifes?|lunatics?|psychos?|psychopaths?|weirdos?|numbskulls?|boneheads?"
+    r"|dunces?|airheads?|douche\w*|dirtbags?|sleazebags?|slimeballs?|simpletons?|ignoramus"
+    r"|bigots?|snowflakes?|sheeple|wimps?|thugs?|nutjobs?|nutcases?|maniacs?"
 )
 #: slurs against identity groups (kept short: the hate head carries group hate)
 SLURS = (
