@@ -140,8 +140,11 @@ def threshold_negatives(rows: list[hc.Row], head: str, spec: HeadSpec) -> np.nda
 
 
 def source_weights(rows: list[hc.Row], head: str, spec: HeadSpec) -> np.ndarray | None:
-    """Per-row weights where the head balances its sources, else None (balanced classes)."""
-    return hc.balanced_weights(rows, head) if spec.balance_sources else None
+    """Per-row weights where the head balances or upweights sources, else None
+    (balanced classes)."""
+    if spec.balance_sources:
+        return hc.balanced_weights(rows, head)
+    return hc.upweighted(rows, head, dict(spec.upweight)) if spec.upweight else None
 
 
 def threshold_at(neg_scores: np.ndarray, fpr: float) -> float:
