@@ -239,3 +239,90 @@ async def test_memo_work_nobody_waits_for_is_cancelled_after_the_payload() -> No
     assert result.plans == {"p0": F, "p1": F}
     assert "timed out after 0.01s" in (result.error or "")
     assert not others()
+
+
+class PreludeServices:
+    """Services offering the prelude hook: `step` runs inside the prelude."""
+
+    def __init__(self, step: Callable[..., Any]) -> None:
+        self.step = step
+        self.calls: list[list[str]] = []
+
+    async def prelude(self, payload: TaskPayload, plans: Any, memo: Any) -> None:
+        self.calls.append([plan.name for plan in plans])
+        await self.step(memo)
+
+
+async def test_prelude_fills_the_memo_once_before_the_plans_start() -> None:
+    computed: list[str] = []
+
+    async def encode() -> str:
+        computed.append("encode")
+        await asyncio.sleep(0.01)
+        return "vector"
+
+    async def step(memo: Any) -> None:
+        await memo.get_or_compute("emb", encode)
+
+    seen: dict[str, bool] = {}
+
+    def reads(plan: str) -> Callable[..., Any]:
+        async def task(ctx: TaskContext) -> str:
+            seen[plan] = ctx.memo.entry("emb").done()  # done before the plan started
+            return await ctx.memo.get_or_compute("emb", encode)  # type: ignore[no-any-return]
+        return task
+
+    services = PreludeServices(step)
+    plans = [Plan(name, {"t": reads(name)}, eligibility=name) for name in ("a", "b", "c")]
+    results = await PlanMaster(plans, services=services).run_plans(payload("a", "b", "c"))
+    assert [r.status for r in results] == [S, S, S]
+    assert services.calls == [["a", "b", "c"]] and computed == ["encode"]
+    assert seen == {"a": True, "b": True, "c": True}
+
+
+async def test_a_failing_prelude_leaves_the_plans_their_own_errors() -> None:
+    async def step(memo: Any) -> None:
+        raise RuntimeError("model down")
+
+    plans = [Plan("a", {"t": contributes(["ok"])}, eligibility="a")]
+    result = await PlanMaster(plans, services=PreludeServices(step)).run(payload("a"))
+    assert result.success and result.labels == ["ok"]
+
+
+async def test_a_prelude_past_the_plans_limit_stops_being_waited_for() -> None:
+    """The prelude gets the shortest task limit of the plans; past it the plans start
+    (and await the same memo entry under their own limits)."""
+    release = asyncio.Event()
+
+    async def slow() -> str:
+        await release.wait()
+        return "late"
+
+    async def step(memo: Any) -> None:
+        await memo.get_or_compute("slow", slow)
+
+    async def task(ctx: TaskContext) -> str:
+        release.set()  # the plan started while the computation was still running
+        return await ctx.memo.get_or_compute("slow", slow)  # type: ignore[no-any-return]
+
+    plans = [Plan("a", {"t": task}, eligibility="a", task_timeout_s=0.05)]
+    master = PlanMaster(plans, services=PreludeServices(step))
+    results = await asyncio.wait_for(master.run_plans(payload("a")), 5)
+    assert results[0].status == S and results[0].task_status == {"t": S}
+
+
+async def test_cancelling_the_payload_during_the_prelude_cancels_it() -> None:
+    entered = asyncio.Event()
+
+    async def step(memo: Any) -> None:
+        entered.set()
+        await asyncio.sleep(10)
+
+    plans = [Plan("a", {"t": noop}, eligibility="a")]
+    run = asyncio.create_task(PlanMaster(plans, services=PreludeServices(step)).run(payload("a")))
+    await entered.wait()
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert not others()
+

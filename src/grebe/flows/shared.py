@@ -270,21 +270,30 @@ async def filters(ctx: TaskContext) -> None:
     """Deadline, post type, engagement, dedupe by post id, language: skip early and
     cheaply, before any model runs."""
     settings = settings_of(ctx)
+    why = skip_before_language(ctx, settings)
+    if why:
+        raise SkipTask(why)
+    if settings.languages and (await language(ctx)) not in settings.languages:
+        raise SkipTask(SKIP_LANGUAGE)
+
+
+def skip_before_language(ctx: TaskContext, settings: Any) -> str | None:
+    """Why `filters` skips the post before it needs the language (deadline, post type,
+    engagement, dedupe), or None; no side effects, so the prelude asks it too."""
     payload, post = ctx.payload, ctx.payload.post
     if payload.expired():
-        raise SkipTask(SKIP_DEADLINE)
+        return SKIP_DEADLINE
     if ("reply" if post.is_reply else "original") not in settings.post_types:
-        raise SkipTask(SKIP_POST_TYPE)
+        return SKIP_POST_TYPE
     if post.like_count + post.reply_count + post.repost_count < settings.min_engagement or (
         post.view_count < settings.min_views
     ):
-        raise SkipTask(SKIP_ENGAGEMENT)
+        return SKIP_ENGAGEMENT
     if settings.dedupe_ttl_s and services_of(ctx).dedupe.seen(
         modes.dedupe_scope(ctx), post.id, settings.dedupe_ttl_s
     ):
-        raise SkipTask(SKIP_DUPLICATE)
-    if settings.languages and (await language(ctx)) not in settings.languages:
-        raise SkipTask(SKIP_LANGUAGE)
+        return SKIP_DUPLICATE
+    return None
 
 
 async def rate_limit(ctx: TaskContext) -> None:
