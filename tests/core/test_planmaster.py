@@ -326,3 +326,63 @@ async def test_cancelling_the_payload_during_the_prelude_cancels_it() -> None:
         await run
     assert not others()
 
+
+class Handed:
+    """A Finisher: records when it runs, fails the plans named in `fail`."""
+
+    def __init__(self, log: list[str], fail: dict[str, BaseException] | None = None,
+                 hang: bool = False) -> None:
+        self.log, self.fail, self.hang = log, fail or {}, hang
+        self.plans: list[str] = []
+
+    def tasks(self) -> dict[str, str]:
+        return dict.fromkeys(self.plans, "end")
+
+    async def finish(self) -> dict[str, tuple[str, BaseException]]:
+        self.log.append("finish")
+        if self.hang:
+            await asyncio.sleep(10)
+        return {plan: ("end", error) for plan, error in self.fail.items()}
+
+
+def hands_over(log: list[str], finisher: Handed, sleep: float = 0.0) -> Callable[..., Any]:
+    async def end(ctx: TaskContext) -> None:
+        await asyncio.sleep(sleep)
+        ctx.memo.finisher("writes", lambda: finisher).plans.append(ctx.plan)
+        log.append(f"{ctx.plan} handed")
+    return end
+
+
+async def test_work_handed_to_the_payload_end_runs_once_after_every_plan() -> None:
+    from grebe.errors import StoreUnavailableError
+
+    log: list[str] = []
+    finisher = Handed(log, fail={"b": StoreUnavailableError("disk full")})
+    plans = [Plan(name, {"end": hands_over(log, finisher, sleep)}, eligibility=name)
+             for name, sleep in (("a", 0.0), ("b", 0.01), ("c", 0.0))]
+    result = await PlanMaster(plans).run(payload("a", "b", "c"))
+    assert log == ["a handed", "c handed", "b handed", "finish"]
+    assert result.plans == {"a": S, "b": F, "c": S} and not result.success
+    assert result.error == "b/end: StoreUnavailableError: disk full" and result.system_fault
+
+
+async def test_a_plan_run_alone_finishes_its_own_handed_work() -> None:
+    log: list[str] = []
+    finisher = Handed(log, fail={"a": ValueError("bad row")})
+    plan = Plan("a", {"end": hands_over(log, finisher)}, eligibility="a")
+    result = await plan.run(payload("a"))
+    assert log == ["a handed", "finish"]
+    assert result.status == F and result.task_status == {"end": F}
+    assert result.task_errors == {"end": "ValueError: bad row"} and not result.system_fault
+
+
+async def test_handed_work_past_the_limit_fails_the_plans_that_handed_it() -> None:
+    log: list[str] = []
+    finisher = Handed(log, hang=True)
+    plans = [Plan(n, {"end": hands_over(log, finisher)}, eligibility=n, task_timeout_s=0.05)
+             for n in ("a", "b")]
+    result = await asyncio.wait_for(PlanMaster(plans).run(payload("a", "b")), 5)
+    assert result.plans == {"a": F, "b": F}
+    assert result.error == "a/end: TimeoutError: timed out after 0.05s; " \
+                           "b/end: TimeoutError: timed out after 0.05s"
+    assert not others()

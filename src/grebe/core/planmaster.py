@@ -21,7 +21,7 @@ from grebe.constants import DEFAULT_TASK_TIMEOUT_S
 from grebe.core.deadlines import WaitLedger, deadline_at, payload_waits
 from grebe.core.memo import PayloadMemo, cancel_and_wait
 from grebe.core.plan import Plan
-from grebe.core.plan_run import PlanResult, ResumedCoroutine
+from grebe.core.plan_run import PlanResult, ResumedCoroutine, finish_payload
 from grebe.core.task import PlanOutput
 from grebe.errors import PlanError, is_system_fault
 from grebe.types import TaskPayload, TaskResult, TaskStatus
@@ -74,8 +74,11 @@ class PlanMaster:
                 await self._prelude(self.prelude, payload, plans, memo)
             if len(plans) == 1:
                 plan = plans[0]
-                return [await _guarded(plan, plan.run(payload, services=services, memo=memo))]
-            return await self._run_concurrently(plans, payload, memo)
+                results = [await _guarded(plan, plan.run(payload, services=services, memo=memo))]
+            else:
+                results = await self._run_concurrently(plans, payload, memo)
+            await finish_payload(memo, results, _shortest_limit(plans))
+            return results
         finally:
             if memo.has_pending:
                 await memo.aclose()

@@ -376,18 +376,20 @@ async def transcript(ctx: TaskContext) -> str:
 
 
 async def sink(ctx: TaskContext, rules: SinkRules | None = None) -> Annotation:
-    """Record the post's language in the output, write the annotation as the plan's
-    `rules` (grebe.flows.sinks) say, then remember the post for the plan's dedupe window."""
+    """Record the post's language in the output and hand the annotation to the post's
+    writes (grebe.flows.sinks.PostWrites: written with the post's other annotations,
+    as the plan's `rules` say, once its plans have finished); once written, the post is
+    remembered for the plan's dedupe window."""
     from grebe.flows.language import record
-    from grebe.flows.sinks import write_annotation
+    from grebe.flows.sinks import POST_WRITES, PostWrites
 
     services = services_of(ctx)
     await record(ctx)
-    annotation = await write_annotation(
-        ctx, store=services.store, producer=ctx.plan,
-        version=services.plan_versions.get(ctx.plan, "1"), publisher=services.producer,
-        topic=services.output_topic, rules=rules, records=services.records,
-        policy_version=services.settings.policy_version or None)
+    writes = ctx.memo.finisher(POST_WRITES, partial(
+        PostWrites, services.store, services.producer, services.output_topic, services.records))
+    remember = None
     if settings_of(ctx).dedupe_ttl_s:
-        services.dedupe.record(modes.dedupe_scope(ctx), ctx.payload.post.id)
-    return annotation
+        remember = partial(services.dedupe.record, modes.dedupe_scope(ctx), ctx.payload.post.id)
+    return writes.add(ctx, producer=ctx.plan, version=services.plan_versions.get(ctx.plan, "1"),
+                      rules=rules, policy_version=services.settings.policy_version or None,
+                      then=remember)
