@@ -82,3 +82,31 @@ async def test_a_post_with_media_has_no_prelude() -> None:
     services = heads_services()
     memo = await warmed(services, media=(Media(kind="image", url="https://example.com/a.jpg"),))
     assert len(memo) == 0
+
+
+async def test_the_language_guess_and_the_encoder_pass_are_queued_together() -> None:
+    """Spam's prelude waits for the language first, safety's for the encoder first: both
+    are started before either is awaited, so a post waits for the slower, not the sum."""
+    import asyncio
+
+    from .test_heads_flows import Detector
+
+    class HeldDetector(Detector):
+        def __init__(self) -> None:
+            super().__init__("en")
+            self.release = asyncio.Event()
+
+        async def classify(self, texts: Any) -> list[dict[str, float]]:
+            await self.release.wait()
+            return await super().classify(texts)
+
+    services = heads_services()
+    detector = services.models.language = HeldDetector()
+    job = payload(TEXTS[0], eligibilities=DEFAULT_SIX)
+    plans = PlanMaster(registry.PLANS, services=services).eligible(job)
+    warming = asyncio.create_task(warm(services, job, plans, PayloadMemo()))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert services.models.embedder.calls == 1 and not warming.done()
+    detector.release.set()
+    await warming

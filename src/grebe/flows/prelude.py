@@ -20,8 +20,10 @@ prelude that fails or is cut short changes no result.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from types import CoroutineType
+from typing import TYPE_CHECKING, Any
 
+from grebe.core.plan_run import ResumedCoroutine
 from grebe.core.task import PlanOutput, TaskContext, TaskFn
 from grebe.flows import catalog, shared
 from grebe.flows.services import MediaFacts
@@ -48,18 +50,36 @@ def preludes() -> dict[str, TaskFn]:
 
 async def warm(services: FlowServices, payload: TaskPayload, plans: Sequence[Plan],
                memo: PayloadMemo) -> None:
-    """Await, in plan order, the prelude of each plan that would reach it."""
+    """Start the prelude of each plan that would reach it, then await them all. Each is
+    stepped by hand until it first waits (as the core steps plans), so the language
+    guess, the encoder pass and the summary are all queued before any is awaited: a
+    post waits for the slowest, not for their sum."""
     if payload.post.media:
         return
     found = preludes()
-    for plan in plans:
-        prelude = found.get(plan.name)
-        if prelude is None:
-            continue
-        ctx = TaskContext(payload, plan.name, {"media": NO_MEDIA}, PlanOutput([], {}, {}),
-                          memo, services)
-        if await _reaches_models(ctx):
-            await prelude(ctx)
+    started: list[tuple[CoroutineType[Any, Any, Any], Any]] = []
+    try:
+        for plan in plans:
+            prelude = found.get(plan.name)
+            if prelude is None:
+                continue
+            ctx = TaskContext(payload, plan.name, {"media": NO_MEDIA},
+                              PlanOutput([], {}, {}), memo, services)
+            if not await _reaches_models(ctx):
+                continue
+            work = prelude(ctx)
+            if not isinstance(work, CoroutineType):
+                await work
+                continue
+            try:
+                started.append((work, work.send(None)))
+            except StopIteration:
+                continue
+        while started:
+            await ResumedCoroutine(*started.pop(0))
+    finally:
+        for work, _ in started:  # the payload was cancelled, or a prelude failed
+            work.close()
 
 
 async def _reaches_models(ctx: TaskContext) -> bool:
