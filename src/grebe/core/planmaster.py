@@ -6,6 +6,18 @@ order: labels concatenated; scores and reasons merged (a later plan wins a key c
 the first non-None embedding and transcript; success unless a plan FAILED (a skipped
 plan is fine); errors "plan/task: ExcType: message" joined with "; ". A payload no plan
 is eligible for succeeds with no plans.
+
+Around the plans: a prelude, when `services` offers one (`services.prelude(payload,
+plans, memo)`, the `Prelude` protocol), is awaited once before they start, to fill the
+payload's memo with the work most of them would each await (grebe.flows.prelude: a
+text-only post's language, encoder pass and heads), so they find it done instead of
+each suspending on it (an asyncio task, a time limit and a shield a plan). It is only
+an optimisation: its errors, or its running past the plans' shortest task limit, end
+the wait and nothing else (the plans await the same memo entries under their own
+limits). After them, the work they handed to the payload's end (`PayloadMemo.finisher`:
+a post's annotations, written together) runs before the result is returned, and what
+it fails is recorded on the plans that handed it (`plan_run.finish_payload`).
+docs/benchmarks.md, "One prelude and one write per post".
 """
 
 from __future__ import annotations

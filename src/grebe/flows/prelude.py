@@ -6,7 +6,7 @@ once, so every plan suspends on it: each suspension hands the plan's other ready
 to new asyncio tasks, arms the task's time limit and shields the shared future, six
 times a post. Awaited once here first (the core's `PlanMaster` prelude hook), it is done
 when the plans start, and they run to their sinks in one step each (docs/benchmarks.md,
-"One prelude per post").
+"One prelude and one write per post").
 
 Each flow declares what its tasks would await (`Flow.prelude`: one of its own tasks that
 only fills the payload memo). It is asked only for plans that would reach it: a plan

@@ -187,9 +187,9 @@ class PostWrites:
     plan's record flags, then one append of those published to the output topic, in the
     order `write_annotation` keeps for one. Six plans' sinks each awaiting their own
     upsert and publish made every plan suspend at its end: an asyncio task, a time limit
-    and two futures a plan (docs/benchmarks.md, "One write per post"). The payload's
-    result still waits for these writes, so nothing is acked before it is stored; a
-    failed write fails the sink task of the plans whose annotations it held."""
+    and two futures a plan (docs/benchmarks.md, "One prelude and one write per post").
+    The payload's result still waits for these writes, so nothing is acked before it is
+    stored; a failed write fails the sink task of the plans whose annotations it held."""
 
     def __init__(self, store: AnnotationStore, publisher: OutputProducer | None, topic: str,
                  records: FlagRecords | None) -> None:
