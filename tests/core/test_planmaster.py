@@ -239,3 +239,150 @@ async def test_memo_work_nobody_waits_for_is_cancelled_after_the_payload() -> No
     assert result.plans == {"p0": F, "p1": F}
     assert "timed out after 0.01s" in (result.error or "")
     assert not others()
+
+
+class PreludeServices:
+    """Services offering the prelude hook: `step` runs inside the prelude."""
+
+    def __init__(self, step: Callable[..., Any]) -> None:
+        self.step = step
+        self.calls: list[list[str]] = []
+
+    async def prelude(self, payload: TaskPayload, plans: Any, memo: Any) -> None:
+        self.calls.append([plan.name for plan in plans])
+        await self.step(memo)
+
+
+async def test_prelude_fills_the_memo_once_before_the_plans_start() -> None:
+    computed: list[str] = []
+
+    async def encode() -> str:
+        computed.append("encode")
+        await asyncio.sleep(0.01)
+        return "vector"
+
+    async def step(memo: Any) -> None:
+        await memo.get_or_compute("emb", encode)
+
+    seen: dict[str, bool] = {}
+
+    def reads(plan: str) -> Callable[..., Any]:
+        async def task(ctx: TaskContext) -> str:
+            seen[plan] = ctx.memo.entry("emb").done()  # done before the plan started
+            return await ctx.memo.get_or_compute("emb", encode)  # type: ignore[no-any-return]
+        return task
+
+    services = PreludeServices(step)
+    plans = [Plan(name, {"t": reads(name)}, eligibility=name) for name in ("a", "b", "c")]
+    results = await PlanMaster(plans, services=services).run_plans(payload("a", "b", "c"))
+    assert [r.status for r in results] == [S, S, S]
+    assert services.calls == [["a", "b", "c"]] and computed == ["encode"]
+    assert seen == {"a": True, "b": True, "c": True}
+
+
+async def test_a_failing_prelude_leaves_the_plans_their_own_errors() -> None:
+    async def step(memo: Any) -> None:
+        raise RuntimeError("model down")
+
+    plans = [Plan("a", {"t": contributes(["ok"])}, eligibility="a")]
+    result = await PlanMaster(plans, services=PreludeServices(step)).run(payload("a"))
+    assert result.success and result.labels == ["ok"]
+
+
+async def test_a_prelude_past_the_plans_limit_stops_being_waited_for() -> None:
+    """The prelude gets the shortest task limit of the plans; past it the plans start
+    (and await the same memo entry under their own limits)."""
+    release = asyncio.Event()
+
+    async def slow() -> str:
+        await release.wait()
+        return "late"
+
+    async def step(memo: Any) -> None:
+        await memo.get_or_compute("slow", slow)
+
+    async def task(ctx: TaskContext) -> str:
+        release.set()  # the plan started while the computation was still running
+        return await ctx.memo.get_or_compute("slow", slow)  # type: ignore[no-any-return]
+
+    plans = [Plan("a", {"t": task}, eligibility="a", task_timeout_s=0.05)]
+    master = PlanMaster(plans, services=PreludeServices(step))
+    results = await asyncio.wait_for(master.run_plans(payload("a")), 5)
+    assert results[0].status == S and results[0].task_status == {"t": S}
+
+
+async def test_cancelling_the_payload_during_the_prelude_cancels_it() -> None:
+    entered = asyncio.Event()
+
+    async def step(memo: Any) -> None:
+        entered.set()
+        await asyncio.sleep(10)
+
+    plans = [Plan("a", {"t": noop}, eligibility="a")]
+    run = asyncio.create_task(PlanMaster(plans, services=PreludeServices(step)).run(payload("a")))
+    await entered.wait()
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert not others()
+
+
+class Handed:
+    """A Finisher: records when it runs, fails the plans named in `fail`."""
+
+    def __init__(self, log: list[str], fail: dict[str, BaseException] | None = None,
+                 hang: bool = False) -> None:
+        self.log, self.fail, self.hang = log, fail or {}, hang
+        self.plans: list[str] = []
+
+    def tasks(self) -> dict[str, str]:
+        return dict.fromkeys(self.plans, "end")
+
+    async def finish(self) -> dict[str, tuple[str, BaseException]]:
+        self.log.append("finish")
+        if self.hang:
+            await asyncio.sleep(10)
+        return {plan: ("end", error) for plan, error in self.fail.items()}
+
+
+def hands_over(log: list[str], finisher: Handed, sleep: float = 0.0) -> Callable[..., Any]:
+    async def end(ctx: TaskContext) -> None:
+        await asyncio.sleep(sleep)
+        ctx.memo.finisher("writes", lambda: finisher).plans.append(ctx.plan)
+        log.append(f"{ctx.plan} handed")
+    return end
+
+
+async def test_work_handed_to_the_payload_end_runs_once_after_every_plan() -> None:
+    from grebe.errors import StoreUnavailableError
+
+    log: list[str] = []
+    finisher = Handed(log, fail={"b": StoreUnavailableError("disk full")})
+    plans = [Plan(name, {"end": hands_over(log, finisher, sleep)}, eligibility=name)
+             for name, sleep in (("a", 0.0), ("b", 0.01), ("c", 0.0))]
+    result = await PlanMaster(plans).run(payload("a", "b", "c"))
+    assert log == ["a handed", "c handed", "b handed", "finish"]
+    assert result.plans == {"a": S, "b": F, "c": S} and not result.success
+    assert result.error == "b/end: StoreUnavailableError: disk full" and result.system_fault
+
+
+async def test_a_plan_run_alone_finishes_its_own_handed_work() -> None:
+    log: list[str] = []
+    finisher = Handed(log, fail={"a": ValueError("bad row")})
+    plan = Plan("a", {"end": hands_over(log, finisher)}, eligibility="a")
+    result = await plan.run(payload("a"))
+    assert log == ["a handed", "finish"]
+    assert result.status == F and result.task_status == {"end": F}
+    assert result.task_errors == {"end": "ValueError: bad row"} and not result.system_fault
+
+
+async def test_handed_work_past_the_limit_fails_the_plans_that_handed_it() -> None:
+    log: list[str] = []
+    finisher = Handed(log, hang=True)
+    plans = [Plan(n, {"end": hands_over(log, finisher)}, eligibility=n, task_timeout_s=0.05)
+             for n in ("a", "b")]
+    result = await asyncio.wait_for(PlanMaster(plans).run(payload("a", "b")), 5)
+    assert result.plans == {"a": F, "b": F}
+    assert result.error == "a/end: TimeoutError: timed out after 0.05s; " \
+                           "b/end: TimeoutError: timed out after 0.05s"
+    assert not others()

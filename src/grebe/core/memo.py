@@ -13,11 +13,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Hashable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from cachetools import TTLCache
 
 T = TypeVar("T")
+F = TypeVar("F", bound="Finisher")
 
 
 async def _call(factory: Callable[[], Awaitable[T]]) -> T:
@@ -51,6 +52,18 @@ async def cancel_and_wait(tasks: Sequence[asyncio.Future[Any]]) -> None:
         raise asyncio.CancelledError
 
 
+class Finisher(Protocol):
+    """Work a payload's plans hand to its end (a post's annotations written together):
+    `finish()` runs once, after every plan of the payload has finished and before its
+    result is returned, and says which plans it failed: {plan: (task, error)}."""
+
+    async def finish(self) -> dict[str, tuple[str, BaseException]]: ...
+
+    def tasks(self) -> dict[str, str]:
+        """The plans that handed it work, and the task of each that did."""
+        ...
+
+
 class PayloadMemo:
     """Per-payload memo: `get_or_compute(key, factory)` runs `factory` once per key, and
     every caller — concurrent or later, from any plan of this payload — gets the same
@@ -62,12 +75,28 @@ class PayloadMemo:
     is done, cancelling computations nobody awaits anymore.
     """
 
-    __slots__ = ("_borrowed", "_closed", "_entries")
+    __slots__ = ("_borrowed", "_closed", "_entries", "_finishers")
 
     def __init__(self) -> None:
         self._entries: dict[str, asyncio.Future[Any]] = {}
         self._borrowed: set[str] = set()  # entries someone else runs (adopt)
         self._closed = False
+        self._finishers: dict[str, Finisher] | None = None
+
+    def finisher(self, key: str, build: Callable[[], F]) -> F:
+        """The payload's one `key` Finisher, built on first use: plans add to it, its
+        owner (`PlanMaster`, or `Plan.run` with a memo of its own) runs it at the end."""
+        if self._finishers is None:
+            self._finishers = {}
+        found = self._finishers.get(key)
+        if found is None:
+            found = self._finishers[key] = build()
+        return found  # type: ignore[return-value]
+
+    def take_finishers(self) -> list[Finisher]:
+        """The finishers added so far, each handed out once."""
+        found, self._finishers = self._finishers, None
+        return list(found.values()) if found else []
 
     async def get_or_compute(self, key: str, factory: Callable[[], Awaitable[T]]) -> T:
         task = self._entries.get(key)

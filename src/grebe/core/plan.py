@@ -43,6 +43,7 @@ from grebe.core.plan_run import (
     PlanResult,
     PlanRun,
     ResumedCoroutine,
+    finish_payload,
 )
 from grebe.core.task import PlanOutput, TaskContext, TaskFn, TaskSpec
 from grebe.errors import PlanError
@@ -258,9 +259,15 @@ class Plan:
         state = PlanRun(self, TaskContext(payload, self.name, {}, output, memo, services))
         try:
             await state.execute()
+            result = self._result(state, output, started_at)
+            if own_memo:  # nobody else will finish this payload's handed-over work
+                await finish_payload(memo, [result], self.task_timeout_s or math.inf)
+            return result
         finally:
             if own_memo and memo.has_pending:
                 await memo.aclose()
+
+    def _result(self, state: PlanRun, output: PlanOutput, started_at: float) -> PlanResult:
         statuses = state.status
         status = _FAILED if _FAILED in statuses else _SKIPPED if _SKIPPED in statuses else _SUCCESS
         errors = state.errors

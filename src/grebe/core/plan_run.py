@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from grebe.core.deadlines import Deadline, deadline_at, payload_waits
-from grebe.core.memo import cancel_and_wait
+from grebe.core.memo import PayloadMemo, cancel_and_wait
 from grebe.core.task import SKIP, PlanOutput, SkipTask, TaskContext
 from grebe.errors import PostRejectedError, is_system_fault
 from grebe.types import TaskStatus
@@ -316,3 +316,48 @@ class PlanRun:
                 waiting[s] -= 1
                 if not waiting[s]:
                     pending.append(s)
+
+
+async def finish_payload(memo: PayloadMemo, results: list[PlanResult], limit_s: float) -> None:
+    """Run the work the payload's plans handed to its end (`PayloadMemo.finisher`), within
+    `limit_s` (model queue time left out, as for a task), and record what it failed on
+    the plans it names: their task FAILED, as if the task itself had raised (a timeout
+    fails every plan still waiting on it)."""
+    finishers = memo.take_finishers()
+    if not finishers:
+        return
+    by_plan = {result.plan: result for result in results}
+    deadline = None
+    if limit_s != float("inf"):
+        deadline = deadline_at(asyncio.get_running_loop().time() + limit_s, payload_waits.get())
+    try:
+        for finisher in finishers:
+            for plan, (task, error) in (await finisher.finish()).items():
+                if plan in by_plan:
+                    fail_task(by_plan[plan], task, error)
+    except BaseException as exc:
+        found = deadline.close(exc) if deadline is not None else exc
+        if not (isinstance(found, TimeoutError) and deadline is not None and deadline.expired()):
+            raise
+        for finisher in finishers:
+            for plan, task in finisher.tasks().items():
+                if plan in by_plan and by_plan[plan].task_status.get(task) is not _FAILED:
+                    fail_task(by_plan[plan], task, found, f"timed out after {limit_s:g}s")
+        return
+    if deadline is not None:
+        deadline.close()
+
+
+def fail_task(result: PlanResult, task: str, exc: BaseException,
+              message: str | None = None) -> None:
+    """Mark `task` of a finished plan FAILED with `exc`, as PlanRun records a failure."""
+    text = str(exc) if message is None else message
+    kind = type(exc).__name__
+    result.status = _FAILED
+    result.task_status[task] = _FAILED
+    result.task_errors[task] = f"{kind}: {text}" if text else kind
+    result.error = "; ".join(f"{name}: {error}" for name, error in result.task_errors.items())
+    if is_system_fault(exc):
+        result.system_fault = True
+    elif isinstance(exc, PostRejectedError):
+        result.rejected = exc.reason

@@ -6,28 +6,51 @@ order: labels concatenated; scores and reasons merged (a later plan wins a key c
 the first non-None embedding and transcript; success unless a plan FAILED (a skipped
 plan is fine); errors "plan/task: ExcType: message" joined with "; ". A payload no plan
 is eligible for succeeds with no plans.
+
+Around the plans: a prelude, when `services` offers one (`services.prelude(payload,
+plans, memo)`, the `Prelude` protocol), is awaited once before they start, to fill the
+payload's memo with the work most of them would each await (grebe.flows.prelude: a
+text-only post's language, encoder pass and heads), so they find it done instead of
+each suspending on it (an asyncio task, a time limit and a shield a plan). It is only
+an optimisation: its errors, or its running past the plans' shortest task limit, end
+the wait and nothing else (the plans await the same memo entries under their own
+limits). After them, the work they handed to the payload's end (`PayloadMemo.finisher`:
+a post's annotations, written together) runs before the result is returned, and what
+it fails is recorded on the plans that handed it (`plan_run.finish_payload`).
+docs/benchmarks.md, "One prelude and one write per post".
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from grebe.core.deadlines import WaitLedger, payload_waits
+from grebe.constants import DEFAULT_TASK_TIMEOUT_S
+from grebe.core.deadlines import WaitLedger, deadline_at, payload_waits
 from grebe.core.memo import PayloadMemo, cancel_and_wait
 from grebe.core.plan import Plan
-from grebe.core.plan_run import PlanResult, ResumedCoroutine
+from grebe.core.plan_run import PlanResult, ResumedCoroutine, finish_payload
 from grebe.core.task import PlanOutput
 from grebe.errors import PlanError, is_system_fault
 from grebe.types import TaskPayload, TaskResult, TaskStatus
 
 
+class Prelude(Protocol):
+    """Work shared by a payload's plans, started before them (see the module docstring)."""
+
+    async def __call__(
+        self, payload: TaskPayload, plans: Sequence[Plan], memo: PayloadMemo
+    ) -> None: ...
+
+
 class PlanMaster:
     """Holds the plans of one engine; `run(payload)` is its one entry point."""
 
-    __slots__ = ("plans", "services")
+    __slots__ = ("plans", "prelude", "services")
 
     def __init__(self, plans: Sequence[Plan], *, services: Any = None) -> None:
         names = [plan.name for plan in plans]
@@ -36,6 +59,7 @@ class PlanMaster:
             raise PlanError(f"plan names must be unique; repeated: {', '.join(duplicates)}")
         self.plans: tuple[Plan, ...] = tuple(plans)
         self.services = services
+        self.prelude: Prelude | None = getattr(services, "prelude", None)
 
     def eligible(self, payload: TaskPayload) -> list[Plan]:
         """The plans whose eligibility the payload carries, in plan order."""
@@ -58,13 +82,41 @@ class PlanMaster:
         memo = PayloadMemo()
         services = self.services
         try:
+            if self.prelude is not None:
+                await self._prelude(self.prelude, payload, plans, memo)
             if len(plans) == 1:
                 plan = plans[0]
-                return [await _guarded(plan, plan.run(payload, services=services, memo=memo))]
-            return await self._run_concurrently(plans, payload, memo)
+                results = [await _guarded(plan, plan.run(payload, services=services, memo=memo))]
+            else:
+                results = await self._run_concurrently(plans, payload, memo)
+            await finish_payload(memo, results, _shortest_limit(plans))
+            return results
         finally:
             if memo.has_pending:
                 await memo.aclose()
+
+    @staticmethod
+    async def _prelude(
+        prelude: Prelude, payload: TaskPayload, plans: list[Plan], memo: PayloadMemo
+    ) -> None:
+        """Await the prelude within the shortest task limit of the plans (model queue
+        time left out, as for a task); its errors and its time limit only end the wait."""
+        limit = _shortest_limit(plans)
+        if math.isinf(limit):
+            with contextlib.suppress(Exception):  # the plans see it again in the memo
+                await prelude(payload, plans, memo)
+            return
+        deadline = deadline_at(
+            asyncio.get_running_loop().time() + limit, payload_waits.get())
+        try:
+            await prelude(payload, plans, memo)
+        except BaseException as exc:
+            # A TimeoutError when the limit cancelled it; a cancellation of the payload
+            # itself (not an Exception) goes on up.
+            if not isinstance(deadline.close(exc), Exception):
+                raise
+        else:
+            deadline.close()
 
     async def _run_concurrently(
         self, plans: list[Plan], payload: TaskPayload, memo: PayloadMemo
@@ -156,6 +208,13 @@ class PlanMaster:
             started_at=min(r.started_at for r in results),
             finished_at=max(r.finished_at for r in results),
         )
+
+
+def _shortest_limit(plans: Sequence[Plan]) -> float:
+    """The shortest default task limit of the plans (a stand-in for a plan without one,
+    such as the demo's timing wrapper, counts with the default)."""
+    return min(getattr(plan, "task_timeout_s", DEFAULT_TASK_TIMEOUT_S) or math.inf
+               for plan in plans)
 
 
 async def _guarded(plan: Plan, awaitable: Any) -> PlanResult:

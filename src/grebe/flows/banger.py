@@ -179,4 +179,4 @@ PLAN = Plan(
     version=VERSION,
 )
 
-FLOW = Flow(plan=PLAN, settings=BangerSettings, order=40)
+FLOW = Flow(plan=PLAN, settings=BangerSettings, order=40, prelude=embedding)

@@ -37,6 +37,7 @@ from grebe.errors import ConfigError
 
 if TYPE_CHECKING:
     from grebe.core.plan import Plan
+    from grebe.core.task import TaskFn
     from grebe.flows.settings import FlowSettings, PlanSettings
     from grebe.stores.base import AnnotationStore
 
@@ -67,6 +68,11 @@ class Flow:
     # with the rest of `ctx.services` and read by its tasks as
     # `ctx.services.contribution(key)`: a flow with state of its own needs no registry edit.
     services: FlowServiceFactory | None = None
+    # What the flow's tasks await for every text-only post they judge, declared so that
+    # the post's plans compute it once before they start (grebe.flows.prelude): one of
+    # its own tasks whose only effect is filling the payload memo (a model pass, the
+    # heads, the language), never one that records state (author memory, an index).
+    prelude: TaskFn | None = None
 
     @property
     def name(self) -> str:

@@ -84,7 +84,10 @@ async def summarize(ctx: TaskContext, text: str) -> Summary:
 
     key = (f"summary:{settings.summary_sentences}:{settings.max_sentences}:"
            f"{shared.digest(text)}")
-    return await shared.shared(ctx, key, compute)
+    found: Summary = await shared.shared(ctx, key, compute)
+    if found.vector is not None:  # the encoder made it, whichever plan computed it
+        ctx.output.model_versions["embedder"] = shared.services_of(ctx).models.embedder.name
+    return found
 
 
 def content_text(ctx: TaskContext) -> str:
@@ -170,6 +173,6 @@ FOR_REPLY_PLAN = Plan(
 )
 
 FLOWS = (
-    Flow(plan=PLAN, settings=EmbeddingSettings, order=60),
+    Flow(plan=PLAN, settings=EmbeddingSettings, order=60, prelude=summary),
     Flow(plan=FOR_REPLY_PLAN, settings=ReplyEmbeddingSettings, order=61),
 )

@@ -105,7 +105,7 @@ FOR_REPLY_PLAN = _plan(V5_FOR_REPLY_NAME, fused_v5, VERSION_V5, for_reply=True)
 V4_PLAN = _plan(V4_NAME, concatenated_v4, VERSION_V4)
 
 FLOWS = (
-    Flow(plan=PLAN, settings=MultimodalSettings, order=70),
+    Flow(plan=PLAN, settings=MultimodalSettings, order=70, prelude=shared.text_embedding),
     Flow(plan=FOR_REPLY_PLAN, settings=ReplyMultimodalSettings, order=71),
     Flow(plan=V4_PLAN, settings=MultimodalSettings, order=72),
 )

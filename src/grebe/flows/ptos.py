@@ -322,4 +322,4 @@ def _services(settings: FlowSettings, store: AnnotationStore) -> dict[str, Any]:
         store, entries_per_author=history.entries_per_author, window_s=history.window_s)}
 
 
-FLOW = Flow(plan=PLAN, settings=PtosSettings, order=30, services=_services)
+FLOW = Flow(plan=PLAN, settings=PtosSettings, order=30, services=_services, prelude=spam)

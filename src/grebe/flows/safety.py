@@ -190,4 +190,4 @@ PLAN = Plan(
     version=VERSION,
 )
 
-FLOW = Flow(plan=PLAN, settings=SafetySettings, order=20)
+FLOW = Flow(plan=PLAN, settings=SafetySettings, order=20, prelude=post_text)

@@ -172,6 +172,13 @@ class FlowServices:
     # the text heads' rows of one loop turn, scored together (grebe.flows.shared.head_probs)
     head_turns: TurnBatcher[Any, Any] = field(default_factory=TurnBatcher)
 
+    async def prelude(self, payload: Any, plans: Sequence[Any], memo: Any) -> None:
+        """The core PlanMaster's prelude hook: a text-only post's shared model work,
+        once before its plans start (grebe.flows.prelude)."""
+        from grebe.flows.prelude import warm
+
+        await warm(self, payload, plans, memo)
+
     def contribution(self, key: str) -> Any:
         """The service a flow contributed under `key`; None when none did (services
         assembled by hand for a test, or a flow that is not installed)."""

@@ -270,21 +270,30 @@ async def filters(ctx: TaskContext) -> None:
     """Deadline, post type, engagement, dedupe by post id, language: skip early and
     cheaply, before any model runs."""
     settings = settings_of(ctx)
+    why = skip_before_language(ctx, settings)
+    if why:
+        raise SkipTask(why)
+    if settings.languages and (await language(ctx)) not in settings.languages:
+        raise SkipTask(SKIP_LANGUAGE)
+
+
+def skip_before_language(ctx: TaskContext, settings: Any) -> str | None:
+    """Why `filters` skips the post before it needs the language (deadline, post type,
+    engagement, dedupe), or None; no side effects, so the prelude asks it too."""
     payload, post = ctx.payload, ctx.payload.post
     if payload.expired():
-        raise SkipTask(SKIP_DEADLINE)
+        return SKIP_DEADLINE
     if ("reply" if post.is_reply else "original") not in settings.post_types:
-        raise SkipTask(SKIP_POST_TYPE)
+        return SKIP_POST_TYPE
     if post.like_count + post.reply_count + post.repost_count < settings.min_engagement or (
         post.view_count < settings.min_views
     ):
-        raise SkipTask(SKIP_ENGAGEMENT)
+        return SKIP_ENGAGEMENT
     if settings.dedupe_ttl_s and services_of(ctx).dedupe.seen(
         modes.dedupe_scope(ctx), post.id, settings.dedupe_ttl_s
     ):
-        raise SkipTask(SKIP_DUPLICATE)
-    if settings.languages and (await language(ctx)) not in settings.languages:
-        raise SkipTask(SKIP_LANGUAGE)
+        return SKIP_DUPLICATE
+    return None
 
 
 async def rate_limit(ctx: TaskContext) -> None:
@@ -367,18 +376,20 @@ async def transcript(ctx: TaskContext) -> str:
 
 
 async def sink(ctx: TaskContext, rules: SinkRules | None = None) -> Annotation:
-    """Record the post's language in the output, write the annotation as the plan's
-    `rules` (grebe.flows.sinks) say, then remember the post for the plan's dedupe window."""
+    """Record the post's language in the output and hand the annotation to the post's
+    writes (grebe.flows.sinks.PostWrites: written with the post's other annotations,
+    as the plan's `rules` say, once its plans have finished); once written, the post is
+    remembered for the plan's dedupe window."""
     from grebe.flows.language import record
-    from grebe.flows.sinks import write_annotation
+    from grebe.flows.sinks import POST_WRITES, PostWrites
 
     services = services_of(ctx)
     await record(ctx)
-    annotation = await write_annotation(
-        ctx, store=services.store, producer=ctx.plan,
-        version=services.plan_versions.get(ctx.plan, "1"), publisher=services.producer,
-        topic=services.output_topic, rules=rules, records=services.records,
-        policy_version=services.settings.policy_version or None)
+    writes = ctx.memo.finisher(POST_WRITES, partial(
+        PostWrites, services.store, services.producer, services.output_topic, services.records))
+    remember = None
     if settings_of(ctx).dedupe_ttl_s:
-        services.dedupe.record(modes.dedupe_scope(ctx), ctx.payload.post.id)
-    return annotation
+        remember = partial(services.dedupe.record, modes.dedupe_scope(ctx), ctx.payload.post.id)
+    return writes.add(ctx, producer=ctx.plan, version=services.plan_versions.get(ctx.plan, "1"),
+                      rules=rules, policy_version=services.settings.policy_version or None,
+                      then=remember)

@@ -122,23 +122,128 @@ async def write_annotation(
     """Upsert the plan's annotation (idempotent by post, producer, version), apply the
     `rules`' flags to the post/author records, then publish it to `topic`: in this order,
     so a reader of the topic finds the row and the records already written."""
+    write = _write_of(ctx, producer=producer, version=version, rules=rules,
+                      policy_version=policy_version)
+    await store.upsert([write.annotation])
+    await _merge_records(write, records)
+    if publisher is not None and write.published:
+        await publisher.publish(topic, write.key, write.value())
+    return write.annotation
+
+
+@dataclass(slots=True)
+class _Write:
+    """One plan's annotation and what its sink rules do with it."""
+
+    plan: str
+    annotation: Annotation
+    rules: SinkRules
+    post: Post
+    policy_version: str | None
+    published: bool
+    then: Callable[[], None] | None = None  # once it is written (the plan's dedupe)
+
+    @property
+    def key(self) -> bytes:
+        return self.post.id.encode()
+
+    def value(self) -> bytes:
+        return codec.encode_annotation(self.annotation)
+
+
+def _write_of(ctx: TaskContext, *, producer: str, version: str, rules: SinkRules | None,
+              policy_version: str | None) -> _Write:
     rules = rules or SinkRules()
     post = ctx.payload.post
     annotation = annotation_of(ctx, producer=producer, version=version,
                                policy_version=policy_version)
     codec.require_finite(annotation)  # a NaN is the model's failure, not a null on disk
-    await store.upsert([annotation])
-    labels = set(annotation.labels)
-    if records is not None and labels & rules.post_flags:
+    return _Write(ctx.plan, annotation, rules, post, policy_version,
+                  rules.publishes(post.is_reply))
+
+
+async def _merge_records(write: _Write, records: FlagRecords | None) -> None:
+    if records is None:
+        return
+    labels, rules, post = set(write.annotation.labels), write.rules, write.post
+    producer = write.annotation.producer
+    if labels & rules.post_flags:
         await records.merge(POST_RECORD, post.id, labels & rules.post_flags, producer,
-                            annotation.content_fingerprint, policy_version)
-    if records is not None and labels & rules.author_flags:
+                            write.annotation.content_fingerprint, write.policy_version)
+    if labels & rules.author_flags:
         await records.merge(USER_RECORD, f"{USER_KEY_PREFIX}{post.author_id}",
                             labels & rules.author_flags, producer,
-                            policy_version=policy_version)
-    if publisher is not None and rules.publishes(post.is_reply):
-        await publisher.publish(topic, post.id.encode(), codec.encode_annotation(annotation))
-    return annotation
+                            policy_version=write.policy_version)
+
+
+#: The memo key of a payload's PostWrites, and the task name failures are reported on.
+POST_WRITES = "post-writes"
+SINK_TASK = "sink"
+
+
+class PostWrites:
+    """A post's annotations, one per plan, written together once all its plans have
+    finished (a `grebe.core.memo.Finisher`): one store upsert of them all, then each
+    plan's record flags, then one append of those published to the output topic, in the
+    order `write_annotation` keeps for one. Six plans' sinks each awaiting their own
+    upsert and publish made every plan suspend at its end: an asyncio task, a time limit
+    and two futures a plan (docs/benchmarks.md, "One prelude and one write per post").
+    The payload's result still waits for these writes, so nothing is acked before it is
+    stored; a failed write fails the sink task of the plans whose annotations it held."""
+
+    def __init__(self, store: AnnotationStore, publisher: OutputProducer | None, topic: str,
+                 records: FlagRecords | None) -> None:
+        self._store, self._publisher, self._topic = store, publisher, topic
+        self._records = records
+        self._writes: list[_Write] = []
+
+    def add(self, ctx: TaskContext, *, producer: str, version: str, rules: SinkRules | None,
+            policy_version: str | None, then: Callable[[], None] | None = None
+            ) -> Annotation:
+        """Hand over the plan's annotation (checked now: a NaN fails the sink at once);
+        `then` runs once it is written."""
+        write = _write_of(ctx, producer=producer, version=version, rules=rules,
+                          policy_version=policy_version)
+        write.then = then
+        self._writes.append(write)
+        return write.annotation
+
+    def tasks(self) -> dict[str, str]:
+        return {write.plan: SINK_TASK for write in self._writes}
+
+    async def finish(self) -> dict[str, tuple[str, BaseException]]:
+        writes = self._writes
+        try:
+            await self._store.upsert([write.annotation for write in writes])
+        except Exception as exc:
+            return {write.plan: (SINK_TASK, exc) for write in writes}
+        failed: dict[str, tuple[str, BaseException]] = {}
+        for write in writes:
+            try:
+                await _merge_records(write, self._records)
+            except Exception as exc:
+                failed[write.plan] = (SINK_TASK, exc)
+        published = [w for w in writes if w.published and w.plan not in failed]
+        if self._publisher is not None and published:
+            try:
+                await _publish_all(self._publisher, self._topic, published)
+            except Exception as exc:
+                failed.update((write.plan, (SINK_TASK, exc)) for write in published)
+        for write in writes:
+            if write.then is not None and write.plan not in failed:
+                write.then()
+        return failed
+
+
+async def _publish_all(publisher: OutputProducer, topic: str, writes: list[_Write]) -> None:
+    """One append where the producer takes several records at once."""
+    records = [(write.key, write.value()) for write in writes]
+    many = getattr(publisher, "publish_many", None)
+    if many is not None:
+        await many(topic, records)
+        return
+    for key, value in records:
+        await publisher.publish(topic, key, value)
 
 
 def sink_with(rules: SinkRules) -> Callable[[TaskContext], Awaitable[Annotation]]:

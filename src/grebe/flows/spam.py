@@ -231,4 +231,4 @@ def _services(settings: FlowSettings, store: AnnotationStore) -> dict[str, Any]:
         max_distance=campaigns.max_distance)}
 
 
-FLOW = Flow(plan=PLAN, settings=SpamSettings, order=10, services=_services)
+FLOW = Flow(plan=PLAN, settings=SpamSettings, order=10, services=_services, prelude=head)
