@@ -543,10 +543,8 @@ async def test_prometheus_metrics_count_by_source() -> None:
 
 
 @pytest.mark.integration
-async def test_replicas_share_a_qps_budget_through_redis() -> None:
+async def test_replicas_share_a_qps_budget_through_redis(redis_url: str) -> None:
     import uuid
-
-    from grebe.config import RedisConfig
 
     name = f"shared-{uuid.uuid4().hex[:8]}"  # a fresh limiter key for this run
     executors, runs = [], []
@@ -558,7 +556,7 @@ async def test_replicas_share_a_qps_budget_through_redis() -> None:
         executors.append(executor)
         dispatcher = Dispatcher(
             [stream(source, max_qps=40)], executor, config(poll_batch=8),
-            limiter_storage=RedisConfig().url,
+            limiter_storage=redis_url,
         )
         runs.append(Running(dispatcher))
     async with runs[0], runs[1]:
