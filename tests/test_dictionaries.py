@@ -17,20 +17,20 @@ BODY = msgspec.msgpack.encode({"labels": ["safe"], "reasons": {"hate": "head hat
                       "(validation threshold at FPR 0.01)"}, "policy_version": "2026.11.23-6"})
 
 
-@pytest.mark.parametrize("dict_id", [1, 3, 4, 5, C.BODY_DICT_ID])
+@pytest.mark.parametrize("dict_id", [1, 3, 4, 5, 6, C.BODY_DICT_ID])
 def test_store_bodies_of_every_shipped_dictionary_read(dict_id: int) -> None:
     frame = DictCodec(C.BODY_DICT_PREFIX, dict_id, C.BODY_ZSTD_LEVEL).compress(BODY)
     assert zstandard.get_frame_parameters(frame).dict_id == dict_id
     assert bodies.decompress(frame) == BODY
 
 
-@pytest.mark.parametrize("dict_id", [101, 102, 103, 104, C.LOG_DICT_ID])
+@pytest.mark.parametrize("dict_id", [101, 102, 103, 104, 105, C.LOG_DICT_ID])
 def test_log_values_of_every_shipped_dictionary_read(dict_id: int) -> None:
     frame = DictCodec(C.LOG_DICT_PREFIX, dict_id, C.LOG_ZSTD_LEVEL).compress(BODY)
     assert local_sql._values.decompress(frame) == BODY
 
 
 def test_new_frames_use_the_newest_dictionaries() -> None:
-    assert C.BODY_DICT_ID == 6 and C.LOG_DICT_ID == 105
-    assert zstandard.get_frame_parameters(bodies.compress(BODY)).dict_id == 6
-    assert zstandard.get_frame_parameters(local_sql._values.compress(BODY)).dict_id == 105
+    assert C.BODY_DICT_ID == 7 and C.LOG_DICT_ID == 106
+    assert zstandard.get_frame_parameters(bodies.compress(BODY)).dict_id == 7
+    assert zstandard.get_frame_parameters(local_sql._values.compress(BODY)).dict_id == 106

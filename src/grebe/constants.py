@@ -25,12 +25,12 @@ WIRE_VECTOR_F16 = "f16"
 # How the SQLite store compresses annotation bodies (grebe.stores.bodies): zstd against
 # the packaged dictionary `grebe/data/annotation_body.<id>.zdict` with this id.
 BODY_DICT_PREFIX = "annotation_body."
-BODY_DICT_ID = 6
+BODY_DICT_ID = 7
 BODY_ZSTD_LEVEL = 6
 # How the local log stores message values (grebe.brokers.local_sql): zstd against
 # `grebe/data/log_value.<id>.zdict` (ids apart from the bodies', so a frame names its kind).
 LOG_DICT_PREFIX = "log_value."
-LOG_DICT_ID = 105
+LOG_DICT_ID = 106
 LOG_ZSTD_LEVEL = 3
 # A keyed value may be stored against the previous value of its key stored alone, at most
 # this many offsets back in its partition (grebe.brokers.local_refs); keys remembered.

@@ -139,7 +139,8 @@ async def test_a_v2_log_reads_as_appended_and_takes_referring_values(tmp_path):
 
 async def test_values_written_now_use_the_newer_log_dictionary(tmp_path):
     """The newest dictionary (102: trained on int8-vector annotations; 103: on the
-    reasons of policy 2026.11.28-1; 104: of 2026.11.28-2; 105: of 2026.11.28-3) for new
+    reasons of policy 2026.11.28-1; 104: of 2026.11.28-2; 105: of 2026.11.28-3; 106: of
+    2026.11.28-5) for new
     values; the pinned log's values name 101 and read back (above)."""
     import zstandard
 

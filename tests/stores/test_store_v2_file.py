@@ -85,9 +85,10 @@ def test_bodies_written_now_use_the_newer_dictionary_and_the_pinned_ones_still_r
         v2_copy: Path) -> None:
     """The newest dictionary (3: trained on bodies without the key, fingerprint and
     timestamps; 4: on the reasons of policy 2026.11.28-1; 5: of 2026.11.28-2; 6: of
-    2026.11.28-3) replaced dictionary 1 for new rows; the pinned rows name 1 and read.
+    2026.11.28-3; 7: of 2026.11.28-5) replaced dictionary 1 for new rows; the pinned rows
+    name 1 and read.
     (Dictionary 2 was never on main: it is not shipped. What each saves is measured by
-    bench/realflows.py, not here: dictionaries 4 to 6 were not trained on this old
+    bench/realflows.py, not here: dictionaries 4 to 7 were not trained on this old
     layout.)"""
     import zstandard
 
