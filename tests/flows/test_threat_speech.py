@@ -144,6 +144,21 @@ def test_violence_done_to_someone_has_no_everyday_sense(text: str) -> None:
     assert everyday_sense(text) is None
 
 
+@pytest.mark.parametrize("text", [
+    "Police say 12 people were shot dead outside the stadium last night",
+    "Hikers found dead near the lake, investigation under way",
+    "Another mass shooting and Congress does nothing",
+])
+def test_news_of_violence_is_not_a_threat_from_the_head_alone(text: str) -> None:
+    fired, why = judge_threat(text, 0.8, 0.49)
+    assert not fired and "news of violence" in why
+
+
+def test_a_threat_shaped_text_with_a_count_is_still_a_threat() -> None:
+    fired, _ = judge_threat("I will shoot all 20 of you dead", 0.8, 0.49)
+    assert fired
+
+
 @pytest.mark.parametrize(("text", "subtype"), [
     ("I will find where you live and make you pay", "threat"),
     ("they should all be hanged", "threat"),
