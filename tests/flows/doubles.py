@@ -61,6 +61,10 @@ class RecordingProducer:
     async def publish(self, topic: str, key: bytes | None, value: bytes) -> None:
         self.published.append((topic, key, value))
 
+    async def publish_many(self, topic: str,
+                           records: Sequence[tuple[bytes | None, bytes]]) -> None:
+        self.published.extend((topic, key, value) for key, value in records)
+
 
 class RememberingEmbedder(HashEmbedder):
     """HashEmbedder that remembers which text each vector came from, so a heads double

@@ -88,6 +88,9 @@ class TextHeadScorer(Protocol):
 class OutputProducer(Protocol):
     async def publish(self, topic: str, key: bytes | None, value: bytes) -> None: ...
 
+    async def publish_many(self, topic: str,
+                           records: Sequence[tuple[bytes | None, bytes]]) -> None: ...
+
 
 class RecentKeys:
     """Post ids annotated recently, per plan (dedupe within each plan's TTL). Bounded;

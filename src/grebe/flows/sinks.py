@@ -1,6 +1,7 @@
 """The one sink: how a plan's output becomes an Annotation in the store and on the output
-topic (`write_annotation`, used by every flow through grebe.flows.shared.sink and by the
-built-in `basic` plan). Sink rules are declared per plan
+topic: `PostWrites`, which every flow's sink (grebe.flows.shared.sink) hands its
+annotation to, so a post's annotations are written together, and `write_annotation`, one
+annotation alone (the built-in `basic` plan). Sink rules are declared per plan
 (`"sink": sink_with(SinkRules(...))`), not in sink code: whether the annotation goes to
 the output topic (for replies too), and which labels are applied to the post's and the
 author's records as boolean metadata.
@@ -236,14 +237,8 @@ class PostWrites:
 
 
 async def _publish_all(publisher: OutputProducer, topic: str, writes: list[_Write]) -> None:
-    """One append where the producer takes several records at once."""
-    records = [(write.key, write.value()) for write in writes]
-    many = getattr(publisher, "publish_many", None)
-    if many is not None:
-        await many(topic, records)
-        return
-    for key, value in records:
-        await publisher.publish(topic, key, value)
+    """The published annotations of a post in one append."""
+    await publisher.publish_many(topic, [(write.key, write.value()) for write in writes])
 
 
 def sink_with(rules: SinkRules) -> Callable[[TaskContext], Awaitable[Annotation]]:
