@@ -20,18 +20,19 @@ from itertools import islice
 from grebe.flows import rude_words
 
 #: words of hostility and violence that are neither profanity nor a group: what hate
-#: says about its target ("filthy", "vermin", "worthless", "criminals") and wishes on it
-#: ("die", "exterminate")
+#: says about its target ("filthy", "vermin", "criminals") and wishes on it ("die",
+#: "exterminate"); insult words ("worthless", "parasites", "freaks") count through
+#: rude_words.RUDE (`hostile`), so they are not repeated here
 HOSTILE = re.compile(
     r"hate|hated|hates|hating|hatred|hateful|despise\w*|disgust\w*|despicable|vile|filth\w*"
-    r"|scum\w*|vermin|savages?|animals|parasites?|plague|cancer|disease\w*|trash|garbage"
+    r"|scum\w*|vermin|savages?|animals|plague|cancer|disease\w*|trash|garbage"
     r"|subhumans?|inferior|evil|dirty|sick|kill\w*|die|dies|death|dead|murder\w*|rape\w*"
     r"|stab\w*|shoot\w*|burn\w*|tortur\w*|suffer\w*|hang\w*|slaughter\w*|exterminat\w*"
     r"|execut(?:e|ed|es|ing|ion|ions)"
     r"|genocide|deport\w*|eradicat\w*|annihilat\w*|contempt|pathetic|disgrace\w*|cockroach\w*"
-    r"|rats|pigs|monkeys?|worthless|useless|dishonest|ignorant|lazy|dangerous|criminals?"
+    r"|rats|pigs|monkeys?|useless|dishonest|ignorant|lazy|dangerous|criminals?"
     r"|thieves|invaders?|infest\w*|primitive|backward|barbari\w*|terrorists?|rapists?"
-    r"|freaks?|degenerat\w*|pervert\w*|abominat\w*|unnatural"
+    r"|degenerat\w*|pervert\w*|abominat\w*|unnatural"
     r"|apes?|worst",
     re.IGNORECASE)
 WORD = re.compile(r"(?<![\w@#])[\w'*]+(?![\w*])")
