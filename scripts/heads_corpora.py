@@ -22,7 +22,7 @@ import io
 import re
 import tarfile
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,6 +93,17 @@ def upweighted(rows: list[Row], head: str, factors: dict[str, float]) -> np.ndar
     weights = np.where(y == 1, 0.5 / (y == 1).mean(), 0.5 / (y == 0).mean())
     weights = weights * np.array([factors.get(r.corpus, 1.0) for r in rows])
     return weights * (len(rows) / weights.sum())
+
+
+def unique(rows: Iterable[Row]) -> Iterator[Row]:
+    """The rows whose near-duplicate key is new, first seen kept (a row without words,
+    no key, is dropped: there is nothing to learn from it)."""
+    seen: set[str] = set()
+    for row in rows:
+        key = row.key
+        if key and key not in seen:
+            seen.add(key)
+            yield row
 
 
 def bucket(key: str) -> int:

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
-from heads_corpora import Row, bucket
+from heads_corpora import Row, bucket, unique
 
 CHATTERBOT_WHEEL = "chatterbot_corpus-1.3.3-py2.py3-none-any.whl"
 CHATTERBOT_ENGLISH = "chatterbot_corpus/data/english/"
@@ -35,7 +35,10 @@ def chatterbot(root: Path) -> Iterator[Row]:
     """Every distinct English line of the corpus's conversations, ham for `spam`. A file
     without a `conversations` list is an error naming it (a changed layout must stop
     the run, not shrink the corpus)."""
-    seen: set[str] = set()
+    return unique(_chatterbot_rows(root))
+
+
+def _chatterbot_rows(root: Path) -> Iterator[Row]:
     with zipfile.ZipFile(root / CHATTERBOT_WHEEL) as wheel:
         names = sorted(n for n in wheel.namelist()
                        if n.startswith(CHATTERBOT_ENGLISH) and n.endswith(".yml"))
@@ -49,11 +52,8 @@ def chatterbot(root: Path) -> Iterator[Row]:
                 for line in conversation:
                     if not isinstance(line, str):
                         continue
-                    row = Row(" ".join(line.split()), "chatterbot", {"spam": 0}, topic,
+                    yield Row(" ".join(line.split()), "chatterbot", {"spam": 0}, topic,
                               group=f"chatterbot/{topic}/{i}")
-                    if row.key and row.key not in seen:
-                        seen.add(row.key)
-                        yield row
 
 
 CHITCHAT_WHEEL = "chitchat_dataset-0.9.0-py3-none-any.whl"
@@ -69,7 +69,10 @@ def chitchat(root: Path) -> Iterator[Row]:
     ChatterBot is scripted bot talk; these are people texting ("ill be back in a min",
     "haha yes, are you?"), what a short-message corpus's ham reads like. A conversation
     without a `messages` list, sampled or not, is an error naming it."""
-    seen: set[str] = set()
+    return unique(_chitchat_rows(root))
+
+
+def _chitchat_rows(root: Path) -> Iterator[Row]:
     with zipfile.ZipFile(root / CHITCHAT_WHEEL) as wheel:
         data = json.loads(wheel.read(CHITCHAT_JSON).decode("utf-8"))
     for conv_id in sorted(data):
@@ -81,10 +84,7 @@ def chitchat(root: Path) -> Iterator[Row]:
             continue
         for turn in turns:
             text = " ".join(" ".join(str(m.get("text", "")).split()) for m in turn).strip()
-            row = Row(text, "chitchat", {"spam": 0}, "turn", group=f"chitchat/{conv_id}")
-            if row.key and row.key not in seen:
-                seen.add(row.key)
-                yield row
+            yield Row(text, "chitchat", {"spam": 0}, "turn", group=f"chitchat/{conv_id}")
 
 
 READERS = {"chatterbot": chatterbot, "chitchat": chitchat}

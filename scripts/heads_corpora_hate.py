@@ -23,11 +23,11 @@ import csv
 import io
 import re
 import tarfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from heads_corpora import Row, bucket, split_of, text_key
+from heads_corpora import Row, bucket, split_of, text_key, unique
 
 CONAN_FILE = "conan_CONAN.csv"
 MULTITARGET_FILE = "conan_Multitarget-CONAN.csv"
@@ -46,21 +46,12 @@ def _hate_labels(hateful: bool) -> dict[str, int]:
     return {"hate": 1} if hateful else {"hate": 0, "threat": 0}
 
 
-def _unique(rows: Iterable[Row]) -> Iterator[Row]:
-    seen: set[str] = set()
-    for row in rows:
-        key = row.key
-        if key and key not in seen:
-            seen.add(key)
-            yield row
-
-
 def conan(root: Path) -> Iterator[Row]:
     """CONAN (English part, Islamophobia; hate speech with paraphrases P1, P2…) and
     Multitarget-CONAN (5,003 pairs, eight target groups). Hate speech is hate; a
     counter-narrative is not hate and no threat. Research use only: no
     redistribution, so only the trained weights are committed (docs/quality.md)."""
-    return _unique(_conan_rows(root))
+    return unique(_conan_rows(root))
 
 
 def _conan_rows(root: Path) -> Iterator[Row]:
@@ -119,7 +110,7 @@ def stormfront(root: Path) -> Iterator[Row]:
             ):
                 continue
             rows.append(Row(text, "stormfront", _hate_labels(label == "hate"), label, group))
-    return _unique(rows)
+    return unique(rows)
 
 
 def toxigen_sentences(raw: str) -> list[str]:
@@ -148,7 +139,7 @@ def toxigen(root: Path) -> Iterator[Row]:
                 for sentence in toxigen_sentences(line):
                     subset = f"{kind}:{group_name}"
                     rows.append(Row(sentence, "toxigen", _hate_labels(kind == "hate"), subset))
-    return _unique(rows)
+    return unique(rows)
 
 
 READERS = {"conan": conan, "stormfront": stormfront, "toxigen": toxigen}

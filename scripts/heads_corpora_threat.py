@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from heads_corpora import Row
+from heads_corpora import Row, unique
 
 THREATGRAM_FILE = "threatgram_Labeled_15076.json"
 THREATGRAM_VIOLENT = 2  # the level that is a threat of violence
@@ -31,18 +31,18 @@ def threatgram(root: Path) -> Iterator[Row]:
     """ThreatGram 101 labelled replies: threat = level 2; levels 0 and 1 are negatives.
     A record without a known level or text is an error naming it (the file is data we
     ship figures for, so a changed schema must stop the run, not shrink the corpus)."""
+    return unique(_threatgram_rows(root))
+
+
+def _threatgram_rows(root: Path) -> Iterator[Row]:
     records = json.loads((root / THREATGRAM_FILE).read_text(encoding="utf-8"))
-    seen: set[str] = set()
     for i, rec in enumerate(records):
         level, text = rec.get("Label"), rec.get("reply")
         if level not in THREATGRAM_LEVELS or not isinstance(text, str):
             raise ValueError(f"{THREATGRAM_FILE} record {i}: want a reply and a Label in "
                              f"{sorted(THREATGRAM_LEVELS)}, got {rec!r}")
-        row = Row(" ".join(text.split()), "threatgram",
+        yield Row(" ".join(text.split()), "threatgram",
                   {"threat": int(level == THREATGRAM_VIOLENT)}, THREATGRAM_LEVELS[level])
-        if row.key and row.key not in seen:
-            seen.add(row.key)
-            yield row
 
 
 READERS = {"threatgram": threatgram}
